@@ -1,0 +1,1 @@
+"""Admin of the federation engine."""

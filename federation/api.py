@@ -1,0 +1,5 @@
+"""REST API of the federation engine, mounted under /api/v1/ by webapp.urls."""
+from rest_framework.routers import SimpleRouter
+
+router = SimpleRouter()
+urlpatterns = router.urls

@@ -1,0 +1,1 @@
+"""Selectors of the federation engine (functions that read)."""

@@ -1,0 +1,1 @@
+"""Services of the federation engine (functions that write)."""

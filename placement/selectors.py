@@ -1,0 +1,1 @@
+"""Selectors of the placement engine (functions that read)."""

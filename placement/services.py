@@ -1,0 +1,1 @@
+"""Services of the placement engine (functions that write)."""

@@ -1,0 +1,1 @@
+"""Selectors of the rlweights engine (functions that read)."""

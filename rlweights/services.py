@@ -1,0 +1,1 @@
+"""Services of the rlweights engine (functions that write)."""

@@ -1,0 +1,1 @@
+"""Selectors of the tuning engine (functions that read)."""

@@ -1,0 +1,1 @@
+"""Services of the tuning engine (functions that write)."""

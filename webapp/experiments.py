@@ -1,0 +1,96 @@
+"""Registry of experiment kinds and the progress reporter every engine's runner uses.
+
+An engine registers its kind once, in its ``AppConfig.ready()``::
+
+    register_experiment_kind(ExperimentKind(
+        kind="simulation", run=simulation_run, parameters_serializer=SimulationParams, queue="cpu"))
+
+``run(experiment, reporter) -> dict`` does the work and returns the JSON-serialisable result
+summary. It must be idempotent or resumable: a worker lost mid-run means the same experiment is
+run again (``experiment.attempts`` tells how often it started). It reports progress through
+``reporter.report(percent, message)``, which also raises :class:`ExperimentCancelled` once a
+cancellation was requested, so long work stops at the next report.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rest_framework.serializers import Serializer
+
+    from .models import Experiment
+
+
+class ExperimentCancelled(Exception):
+    """Raised by :meth:`ProgressReporter.report` when the experiment's owner cancelled it."""
+
+
+class UnknownExperimentKind(KeyError):
+    """Raised for a kind nobody registered; the message lists the registered kinds."""
+
+    def __str__(self) -> str:  # KeyError quotes its message otherwise
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class ExperimentKind:
+    """How to run one kind of experiment.
+
+    ``run``: ``(experiment, reporter) -> dict`` result summary.
+    ``parameters_serializer``: DRF serializer class validating ``parameters`` (``None``: any dict).
+    ``queue``: Celery queue, ``"cpu"`` or ``"gpu"``.
+    """
+
+    kind: str
+    run: Callable[["Experiment", "ProgressReporter"], dict[str, Any]]
+    parameters_serializer: type["Serializer"] | None = None
+    queue: str = "cpu"
+
+
+_REGISTRY: dict[str, ExperimentKind] = {}
+
+
+def register_experiment_kind(spec: ExperimentKind) -> None:
+    """Register (or re-register, e.g. on autoreload) the runner of an experiment kind."""
+    if spec.queue not in ("cpu", "gpu"):
+        raise ValueError(f"queue must be 'cpu' or 'gpu', not {spec.queue!r}")
+    _REGISTRY[spec.kind] = spec
+
+
+def get_experiment_kind(kind: str) -> ExperimentKind:
+    """Return the registered spec of ``kind``; raises :class:`UnknownExperimentKind`."""
+    try:
+        return _REGISTRY[kind]
+    except KeyError:
+        known = ", ".join(sorted(_REGISTRY)) or "none"
+        raise UnknownExperimentKind(f"unknown experiment kind {kind!r}; registered kinds: {known}") from None
+
+
+def registered_kinds() -> list[str]:
+    """Sorted names of the registered experiment kinds."""
+    return sorted(_REGISTRY)
+
+
+class ProgressReporter:
+    """Writes an experiment's progress (percent 0-100, message) straight to the database, outside
+    any transaction, so the API and dashboard see it live; raises :class:`ExperimentCancelled`
+    when a cancellation was requested."""
+
+    def __init__(self, experiment: "Experiment") -> None:
+        self.experiment = experiment
+
+    def report(self, percent: float, message: str = "") -> None:
+        from .models import Experiment
+
+        pct = int(max(0, min(100, round(percent))))
+        Experiment.objects.filter(pk=self.experiment.pk).update(progress=pct, progress_message=message[:255])
+        self.experiment.progress, self.experiment.progress_message = pct, message[:255]
+        if Experiment.objects.filter(pk=self.experiment.pk, cancel_requested=True).exists():
+            raise ExperimentCancelled(f"experiment {self.experiment.pk} was cancelled")
+
+    def cancelled(self) -> bool:
+        """True once the owner asked to cancel (for runners that poll instead of reporting)."""
+        from .models import Experiment
+
+        return Experiment.objects.filter(pk=self.experiment.pk, cancel_requested=True).exists()

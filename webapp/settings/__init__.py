@@ -1,0 +1,1 @@
+"""Settings modules, one per environment: ``dev`` (default, no services), ``test``, ``prod``."""

@@ -1,0 +1,14 @@
+"""URL map: admin, dashboard, API root (/api/v1/), each engine's API, OpenAPI schema and docs."""
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/v1/placement/", include("placement.api")),
+    path("api/v1/tuning/", include("tuning.api")),
+    path("api/v1/rlweights/", include("rlweights.api")),
+    path("api/v1/federation/", include("federation.api")),
+]

@@ -1,0 +1,1 @@
+"""Celery app and thin tasks (``workers/tasks/<engine>.py``)."""

@@ -1,0 +1,22 @@
+"""The Celery app. Queues by capability: ``cpu`` (simulation, weight learning, federation,
+jobs) and ``gpu`` (tuning measurement and GPU profiling on GPU nodes)."""
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+from kombu import Queue
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings.dev")
+
+app = Celery("tandem")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.conf.task_queues = (Queue("cpu"), Queue("gpu"))
+app.autodiscover_tasks(["workers"], related_name="tasks")
+app.conf.imports = (
+    "workers.tasks.platform",
+    "workers.tasks.placement",
+    "workers.tasks.tuning",
+    "workers.tasks.rlweights",
+    "workers.tasks.federation",
+)

@@ -1,0 +1,1 @@
+"""Celery tasks of the federation engine (thin: IDs in, one service call)."""

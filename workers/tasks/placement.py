@@ -1,0 +1,1 @@
+"""Celery tasks of the placement engine (thin: IDs in, one service call)."""
