@@ -1,0 +1,104 @@
+"""Root fixtures.
+
+``celery_worker_process``: a real Celery worker (``celery -A workers worker``) in a subprocess,
+consuming queues ``cpu`` and ``gpu`` from the test Redis, writing to the same PostgreSQL test
+database as the test (use it with ``transactional_db`` so rows are committed and visible).
+``start_worker()`` starts more (or restarts after a kill); each is stopped at teardown.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _worker_env() -> dict[str, str]:
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    url = f"postgres://{db.get('USER') or 'postgres'}"
+    if db.get("PASSWORD"):
+        url += f":{db['PASSWORD']}"
+    url += f"@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+    env = dict(os.environ)
+    env.update(
+        DJANGO_SETTINGS_MODULE="webapp.settings.test",
+        DATABASE_URL=url,
+        CELERY_BROKER_URL=settings.CELERY_BROKER_URL,
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def _purge_broker() -> None:
+    from django.conf import settings
+
+    import redis
+
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
+
+
+@pytest.fixture
+def start_worker(transactional_db, tmp_path) -> Iterator[Callable[..., subprocess.Popen]]:
+    """Factory: ``start_worker(queues="cpu,gpu", concurrency=1, extra_args=())`` starts a real
+    worker and waits until it is ready (its log says so). All are killed at teardown."""
+    _purge_broker()
+    procs: list[subprocess.Popen] = []
+
+    def _start(queues: str = "cpu,gpu", concurrency: int = 1, extra_args: tuple[str, ...] = (), name: str | None = None) -> subprocess.Popen:
+        n = len(procs)
+        log = tmp_path / f"worker{n}.log"
+        cmd = [
+            sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", queues,
+            "-c", str(concurrency), "--pool", "prefork", "-l", "INFO",
+            "-n", name or f"test{n}-{os.getpid()}@%h", *extra_args,
+        ]
+        fh = open(log, "w")
+        proc = subprocess.Popen(cmd, cwd=REPO, env=_worker_env(), stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        proc.log_path = log  # type: ignore[attr-defined]
+        procs.append(proc)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"celery worker exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            if "ready." in log.read_text():
+                return proc
+            time.sleep(0.3)
+        raise RuntimeError(f"celery worker not ready after 90 s:\n{log.read_text()[-3000:]}")
+
+    yield _start
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+                p.wait(timeout=20)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait()
+
+
+@pytest.fixture
+def celery_worker_process(start_worker) -> subprocess.Popen:
+    """One real worker on queues ``cpu`` and ``gpu``."""
+    return start_worker()
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 120.0, interval: float = 0.5, what: str = "condition") -> None:
+    """Poll ``predicate`` until true; raise ``AssertionError`` naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
