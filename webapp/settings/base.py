@@ -104,6 +104,7 @@ LOGOUT_REDIRECT_URL = "login"
 # --- Static files (plotly.js, Swagger UI: served locally, never from a CDN) --------------
 STATIC_URL = "/static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STATICFILES_DIRS = [BASE_DIR / "webapp" / "static"]
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
