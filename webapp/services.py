@@ -314,3 +314,44 @@ def node_report_gpus(*, cluster_name: str, node_name: str, gpus: list[dict[str, 
             seen.append(int(g["index"]))
         node.gpus.exclude(index__in=seen).delete()
     return node
+
+
+# --- Node import ------------------------------------------------------------------------
+
+
+def nodes_import(*, cluster_name: str, cluster_kind: str, specs: list, progress=None) -> dict[str, int]:
+    """Store parsed :class:`webapp.importers.NodeSpec` rows in cluster ``cluster_name``
+    (created with ``cluster_kind`` if missing), in ONE transaction: a node that exists is
+    updated and its GPUs replaced, so importing the same file twice changes nothing.
+    ``progress(n)`` is called per node (e.g. a tqdm ``update``).
+
+    Returns ``{"nodes_created", "nodes_updated", "gpus"}``. Raises ``ValueError`` if ``specs``
+    is empty (nothing is stored).
+    """
+    from .models import Cluster, GPUDevice, Node
+
+    if not specs:
+        raise ValueError("no nodes to import")
+    created = updated = ngpus = 0
+    with transaction.atomic():
+        cluster, _ = Cluster.objects.get_or_create(name=cluster_name, defaults={"kind": cluster_kind})
+        existing = {n.name: n for n in cluster.nodes.all()}
+        new_gpus = []
+        for s in specs:
+            node = existing.get(s.name)
+            fields = dict(cpu_cores=s.cpu_cores, memory_mib=s.memory_mib, labels=s.labels, taints=s.taints)
+            if node is None:
+                node = Node.objects.create(cluster=cluster, name=s.name, **fields)
+                created += 1
+            else:
+                for k, v in fields.items():
+                    setattr(node, k, v)
+                node.save()
+                node.gpus.all().delete()
+                updated += 1
+            new_gpus += [GPUDevice(node=node, index=i, model=s.gpu_model, memory_mib=s.gpu_memory_mib) for i in range(s.gpu_count)]
+            ngpus += s.gpu_count
+            if progress:
+                progress(1)
+        GPUDevice.objects.bulk_create(new_gpus, batch_size=1000)
+    return {"nodes_created": created, "nodes_updated": updated, "gpus": ngpus}
