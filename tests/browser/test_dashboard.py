@@ -17,11 +17,19 @@ NODES = Path(__file__).resolve().parents[2] / "data/k8s-scheduler-sim-examples/h
 
 
 @pytest.fixture
-def browser_page(monkeypatch):
+def operator_and_cluster(django_user_model):
+    """Rows the test needs, written BEFORE Playwright starts: inside sync_playwright the test body
+    runs in a greenlet with its own context, where Django would open (and leave open) a second
+    database connection."""
+    django_user_model.objects.create_user("operator", password="demo-pw", is_staff=True)
+    call_command("import_nodes", str(NODES / "pai-node-00.yaml"), str(NODES / "pai-node-01.yaml"),
+                 "--cluster", "hkust-sim-example", "--json", stdout=open(os.devnull, "w"))
+
+
+@pytest.fixture
+def browser_page():
     from playwright.sync_api import sync_playwright
 
-    # Playwright's sync API runs an event loop in this thread; the test's own ORM calls are sync.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         try:
@@ -31,10 +39,7 @@ def browser_page(monkeypatch):
             browser.close()
 
 
-def test_login_and_see_imported_cluster_with_figure(live_server, django_user_model, browser_page, tmp_path):
-    django_user_model.objects.create_user("operator", password="demo-pw", is_staff=True)
-    call_command("import_nodes", str(NODES / "pai-node-00.yaml"), str(NODES / "pai-node-01.yaml"),
-                 "--cluster", "hkust-sim-example", "--json", stdout=open(os.devnull, "w"))
+def test_login_and_see_imported_cluster_with_figure(live_server, operator_and_cluster, browser_page, tmp_path):
     page = browser_page
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
