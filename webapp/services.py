@@ -244,7 +244,8 @@ def job_run(*, job_id: int) -> "Job":
         device = pick_device([g.index for g in gpus])
         res = train_steps(
             model_name=job.model_name, batch_size=job.batch_size, steps=job.steps,
-            device=device, image_size=settings.JOB_IMAGE_SIZE, seed=job.pk, on_step=on_step,
+            device=device, image_size=settings.JOB_IMAGE_SIZE, seed=job.pk, threads=settings.TORCH_THREADS,
+            on_step=on_step,
         )
         result = res.as_dict() | {"gpus": [g.pk for g in gpus], "attempt": job.attempts}
     except JobCancelled:
@@ -275,13 +276,15 @@ def training_probe_run(experiment: Experiment, reporter: ProgressReporter) -> di
     model on CPU (parameters: ``model_name``, ``batch_size``, ``steps``, ``image_size``),
     reporting progress each step. Result: as :class:`webapp.backends.training.TrainingResult`.
     Restarts from step 0 when redelivered."""
+    from django.conf import settings
+
     from .backends.training import train_steps
 
     p = experiment.parameters
     steps = int(p["steps"])
     res = train_steps(
         model_name=p["model_name"], batch_size=int(p["batch_size"]), steps=steps,
-        device="cpu", image_size=int(p.get("image_size", 224)), seed=experiment.pk,
+        device="cpu", image_size=int(p.get("image_size", 224)), seed=experiment.pk, threads=settings.TORCH_THREADS,
         on_step=lambda i: reporter.report(100 * i / steps, f"step {i}/{steps}"),
     )
     return res.as_dict() | {"attempt": experiment.attempts}

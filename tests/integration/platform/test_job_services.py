@@ -50,7 +50,7 @@ def test_dispatch_once(alice, sent, django_capture_on_commit_callbacks):
     assert sent("cpu") == [job.pk] and sent("gpu") == []
 
 
-@override_settings(JOB_IMAGE_SIZE=32)
+@override_settings(JOB_IMAGE_SIZE=32, TORCH_THREADS=1)
 def test_run_is_idempotent_and_frees_gpus(alice, sent, django_capture_on_commit_callbacks):
     node = Node.objects.create(cluster=Cluster.objects.create(name="c"), name="n", cpu_cores=4, memory_mib=1024)
     gpu = GPUDevice.objects.create(node=node, index=0, model="T4", memory_mib=16384)

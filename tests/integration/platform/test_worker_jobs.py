@@ -31,6 +31,7 @@ def test_job_and_experiment_through_api_run_on_real_worker(monkeypatch, start_wo
     """One worker: a job submitted through the API and a training-probe experiment both run to
     success; their state, progress and results are read back from PostgreSQL."""
     monkeypatch.setenv("TANDEM_JOB_IMAGE_SIZE", "32")
+    monkeypatch.setenv("TANDEM_TORCH_THREADS", "1")  # no thread oversubscription on a busy 2-core box
     start_worker()
     resp = api.post("/api/v1/jobs/", {"model_name": "resnet18", "batch_size": 2, "steps": 4, "num_gpus": 0}, format="json")
     assert resp.status_code == 201, resp.content
@@ -65,10 +66,11 @@ def test_worker_killed_mid_job_task_is_redelivered_and_runs_once(monkeypatch, st
     the (shortened) Redis visibility timeout; each job ends succeeded exactly once."""
     monkeypatch.setenv("TANDEM_JOB_IMAGE_SIZE", "32")
     monkeypatch.setenv("CELERY_VISIBILITY_TIMEOUT", "3")
+    monkeypatch.setenv("TANDEM_TORCH_THREADS", "1")
     first = start_worker()
-    victim = api.post("/api/v1/jobs/", {"model_name": "resnet18", "batch_size": 2, "steps": 40, "num_gpus": 0}, format="json").json()["id"]
+    victim = api.post("/api/v1/jobs/", {"model_name": "resnet18", "batch_size": 2, "steps": 200, "num_gpus": 0}, format="json").json()["id"]
     other = api.post("/api/v1/jobs/", {"model_name": "resnet18", "batch_size": 2, "steps": 3, "num_gpus": 0}, format="json").json()["id"]
-    wait_for(lambda: Job.objects.get(pk=victim).progress >= 5, timeout=120, what="victim job to be mid-training")
+    wait_for(lambda: Job.objects.get(pk=victim).progress >= 3, timeout=120, interval=0.1, what="victim job to be mid-training")
     os.killpg(first.pid, signal.SIGKILL)
     first.wait(timeout=30)
     mid = Job.objects.get(pk=victim)
@@ -80,7 +82,7 @@ def test_worker_killed_mid_job_task_is_redelivered_and_runs_once(monkeypatch, st
     done = Job.objects.get(pk=victim)
     assert done.state == State.SUCCEEDED, done.error
     assert done.attempts == 2  # started twice: killed, then redelivered
-    assert done.result["steps"] == 40 and done.result["attempt"] == 2
+    assert done.result["steps"] == 200 and done.result["attempt"] == 2
     assert Job.objects.get(pk=other).state == State.SUCCEEDED
     assert Job.objects.count() == 2
     assert Job.objects.filter(state=State.SUCCEEDED).count() == 2
