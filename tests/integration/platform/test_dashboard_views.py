@@ -45,3 +45,19 @@ def test_plotly_js_found_and_collected(tmp_path, settings):
     call_command("collectstatic", interactive=False, verbosity=0)
     assert (tmp_path / "vendor/plotly.min.js").stat().st_size > 1_000_000
     assert (tmp_path / "drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js").exists()
+
+
+def test_cluster_detail_lists_nodes_paginated(client, django_user_model):
+    from pathlib import Path
+
+    pai = Path(__file__).resolve().parents[3] / "data/alibaba-pai-gpu-2020/pai_machine_spec.csv"
+    call_command("import_nodes", str(pai), "--cluster", "pai", "--json", stdout=open("/dev/null", "w"))
+    client.force_login(django_user_model.objects.create_user("op", password="pw"))
+    c = Cluster.objects.get(name="pai")
+    html = client.get(f"/clusters/{c.pk}/").content.decode()
+    assert "1897 nodes" in html and "page 1 of 38" in html  # ceil(1897 / 50)
+    # first node by name in the file's machine ids, read with `cut -d, -f1 | sort | head -1`
+    first = sorted(line.split(",")[0] for line in pai.read_text().splitlines())[0]
+    assert f"<td>{first}</td>" in html
+    last = client.get(f"/clusters/{c.pk}/?page=38").content.decode()
+    assert last.count("<tr><td>") == 1897 - 37 * 50
