@@ -21,9 +21,29 @@ def operator_and_cluster(django_user_model):
     """Rows the test needs, written BEFORE Playwright starts: inside sync_playwright the test body
     runs in a greenlet with its own context, where Django would open (and leave open) a second
     database connection."""
-    django_user_model.objects.create_user("operator", password="demo-pw", is_staff=True)
+    from webapp.models import Experiment
+
+    op = django_user_model.objects.create_user("operator", password="demo-pw", is_staff=True)
     call_command("import_nodes", str(NODES / "pai-node-00.yaml"), str(NODES / "pai-node-01.yaml"),
                  "--cluster", "hkust-sim-example", "--json", stdout=open(os.devnull, "w"))
+    return Experiment.objects.create(owner=op, kind="training-probe", name="probe", parameters={})
+
+
+def _in_thread(fn) -> None:
+    """Run an ORM write in a plain thread (its own connection, closed after), as a worker would."""
+    import threading
+
+    from django.db import connection
+
+    def run():
+        try:
+            fn()
+        finally:
+            connection.close()
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
 
 
 @pytest.fixture
@@ -60,3 +80,24 @@ def test_login_and_see_imported_cluster_with_figure(live_server, operator_and_cl
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000
     assert errors == []
+
+
+def test_experiment_list_shows_live_progress(live_server, operator_and_cluster, browser_page):
+    from webapp.models import Experiment
+
+    exp = operator_and_cluster
+    page = browser_page
+    page.goto(f"{live_server.url}/accounts/login/?next=/experiments/")
+    page.fill("#id_username", "operator")
+    page.fill("#id_password", "demo-pw")
+    page.click("#login-form button[type=submit]")
+    row = page.locator(f"#experiments tr[data-id='{exp.pk}']")
+    row.wait_for()
+    assert row.locator(".state").inner_text() == "queued"
+    _in_thread(lambda: Experiment.objects.filter(pk=exp.pk).update(state="running", progress=60, progress_message="step 6/10"))
+    # the page polls /api/v1/experiments/<id>/ every 2 s and updates the row without a reload
+    page.wait_for_function(
+        f"document.querySelector(\"#experiments tr[data-id='{exp.pk}'] .pct\").textContent === '60'", timeout=15000
+    )
+    assert row.locator(".state").inner_text() == "running"
+    assert "step 6/10" in row.locator(".msg").inner_text()
