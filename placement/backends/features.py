@@ -155,6 +155,7 @@ TORCHVISION_ZOO = [
 ]
 TRANSFORMERS_ZOO = ["bert-small", "gpt2-small", "distilbert-small"]
 SEQ_LEN = 128
+GAVEL_FAMILIES = ("ResNet-18", "ResNet-50", "Transformer", "LM", "Recommendation", "A3C", "CycleGAN")
 
 
 def _transformers_model(name: str):
@@ -227,6 +228,53 @@ def gavel_workload_model(job_family: str):
         m = nn.Sequential(nn.Linear(20108, 600), nn.Tanh(), nn.Linear(600, 200), nn.Tanh(),
                           nn.Linear(200, 600), nn.Tanh(), nn.Linear(600, 20108))
         return m, (lambda b: (torch.randn(b, 20108, device="meta"),)), 20108
+    if job_family == "A3C":
+        # ikostrikov/pytorch-a3c ActorCritic: 4 x (conv 3x3/2, 32 ch, ELU) on 1x42x42, LSTMCell
+        # 288->256, critic 256->1, actor 256->6; one Gavel "step" = a 20-step rollout (batch 20).
+        class A3C(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.convs = nn.Sequential(*[m for i in range(4) for m in (
+                    nn.Conv2d(1 if i == 0 else 32, 32, 3, 2, 1), nn.ELU())])
+                self.lstm = nn.LSTMCell(288, 256)
+                self.critic, self.actor = nn.Linear(256, 1), nn.Linear(256, 6)
+
+            def forward(self, x):
+                h, _ = self.lstm(self.convs(x).flatten(1))
+                return torch.cat([self.critic(h), self.actor(h)], 1)
+        return A3C(), (lambda b: (torch.randn(20 * b, 1, 42, 42, device="meta"),)), 42 * 42
+    if job_family == "CycleGAN":
+        # CycleGAN (Zhu et al. 2017): two ResNet-9-block generators (ngf 64) and two 70x70
+        # PatchGAN discriminators (ndf 64), 256x256 images, batch 1.
+        def gen():
+            layers = [nn.Conv2d(3, 64, 7, 1, 3), nn.InstanceNorm2d(64), nn.ReLU(),
+                      nn.Conv2d(64, 128, 3, 2, 1), nn.InstanceNorm2d(128), nn.ReLU(),
+                      nn.Conv2d(128, 256, 3, 2, 1), nn.InstanceNorm2d(256), nn.ReLU()]
+            layers += [m for _ in range(9) for m in (nn.Conv2d(256, 256, 3, 1, 1), nn.InstanceNorm2d(256), nn.ReLU(),
+                                                     nn.Conv2d(256, 256, 3, 1, 1), nn.InstanceNorm2d(256))]
+            layers += [nn.ConvTranspose2d(256, 128, 3, 2, 1, 1), nn.InstanceNorm2d(128), nn.ReLU(),
+                       nn.ConvTranspose2d(128, 64, 3, 2, 1, 1), nn.InstanceNorm2d(64), nn.ReLU(),
+                       nn.Conv2d(64, 3, 7, 1, 3), nn.Tanh()]
+            return nn.Sequential(*layers)
+
+        def disc():
+            return nn.Sequential(nn.Conv2d(3, 64, 4, 2, 1), nn.LeakyReLU(0.2),
+                                 nn.Conv2d(64, 128, 4, 2, 1), nn.InstanceNorm2d(128), nn.LeakyReLU(0.2),
+                                 nn.Conv2d(128, 256, 4, 2, 1), nn.InstanceNorm2d(256), nn.LeakyReLU(0.2),
+                                 nn.Conv2d(256, 512, 4, 1, 1), nn.InstanceNorm2d(512), nn.LeakyReLU(0.2),
+                                 nn.Conv2d(512, 1, 4, 1, 1))
+
+        class CycleGAN(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.g_ab, self.g_ba, self.d_a, self.d_b = gen(), gen(), disc(), disc()
+
+            def forward(self, a, b):
+                fb, fa = self.g_ab(a), self.g_ba(b)
+                rec = self.g_ba(fb).mean() + self.g_ab(fa).mean()
+                return rec + self.d_a(fa).mean() + self.d_b(fb).mean() + self.d_a(a).mean() + self.d_b(b).mean()
+        mk = lambda b: (torch.randn(b, 3, 256, 256, device="meta"), torch.randn(b, 3, 256, 256, device="meta"))  # noqa: E731
+        return CycleGAN(), mk, 2 * 3 * 256 * 256
     raise KeyError(f"no workload stand-in for Gavel job family {job_family!r}")
 
 
@@ -268,7 +316,9 @@ def model_features(name: str, batch_size: int) -> GraphFeatures:
 def onnx_features(path: Path, *, batch_size: int = 1) -> GraphFeatures:
     """Features of an ONNX graph, parsed with ``onnx`` (protobuf, never unpickled).
 
-    Shapes come from ``onnx.shape_inference`` after setting the batch dimension; FLOPs are
+    Shapes come from ``onnx.shape_inference`` (with data propagation) at batch 1 (some exported
+    graphs hard-code batch 1 in Reshape constants); FLOPs and activations are then multiplied by
+    ``batch_size`` (both are linear in the batch). FLOPs are
     counted for Conv (2 x C_in/groups x kH x kW x output elements), Gemm/MatMul (2 x M x K x N)
     forward only; ``train_flops`` = 3 x forward (the usual fwd + 2 x bwd estimate, stated as
     such). Raises ``ValueError`` if the file does not parse as an ONNX model.
@@ -294,7 +344,7 @@ def onnx_features(path: Path, *, batch_size: int = 1) -> GraphFeatures:
         dims = inp.type.tensor_type.shape.dim
         if dims:
             dims[0].ClearField("dim_param")
-            dims[0].dim_value = batch_size
+            dims[0].dim_value = 1  # traced at batch 1 (some graphs hard-code it), then scaled
             for d in list(dims)[1:]:
                 in_elems *= max(d.dim_value, 1)
     inferred = shape_inference.infer_shapes(model, data_prop=True)
@@ -344,14 +394,14 @@ def onnx_features(path: Path, *, batch_size: int = 1) -> GraphFeatures:
             counts["n_other"] += 1
     return GraphFeatures(
         model=f"onnx:{Path(path).name}", batch_size=batch_size, source="onnx",
-        train_flops=3.0 * flops, forward_flops=flops, params=int(params), input_size=int(in_elems),
-        activation_mib=act_elems * 4 / 2**20, param_mib=params * 16 / 2**20, **counts)
+        train_flops=3.0 * flops * batch_size, forward_flops=flops * batch_size, params=int(params),
+        input_size=int(in_elems), activation_mib=act_elems * batch_size * 4 / 2**20, param_mib=params * 16 / 2**20, **counts)
 
 
 def zoo_entries(data_dir: Path) -> list[str]:
     """Names of every zoo model: torchvision, transformers, Gavel workloads, ONNX files."""
     onnx_files = sorted((data_dir / "onnx-light-models").glob("*.onnx"))
-    gavel = [f"gavel:{f}" for f in ("ResNet-18", "ResNet-50", "Transformer", "LM", "Recommendation")]
+    gavel = [f"gavel:{f}" for f in GAVEL_FAMILIES]
     return TORCHVISION_ZOO + TRANSFORMERS_ZOO + gavel + [f"onnx:{p}" for p in onnx_files]
 
 
