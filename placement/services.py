@@ -1,1 +1,137 @@
-"""Services of the placement engine (functions that write)."""
+"""Services of the placement engine (functions that write): live placement (the job scheduler
+registered with the platform) and the "simulation" experiment runner."""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+
+from webapp.jobs import JobRejected
+from webapp.models import GPUDevice, Job
+from webapp.states import State
+
+from .core import policies as core_policies
+from .core import profiles as core_profiles
+from .core.types import ClusterState, GPUSpec, JobSpec
+from .models import PlacementDecision, ProfileRow
+
+LIVE_POLICY = getattr(settings, "PLACEMENT_POLICY", "horus")
+
+
+@functools.lru_cache(maxsize=1)
+def _tables() -> tuple[list[dict], list[dict]]:
+    data = Path(settings.DATA_DIR) / "placement"
+    return (core_profiles.read_csv_rows(data / "gavel_profile.csv"),
+            core_profiles.read_csv_rows(data / "zoo_features.csv"))
+
+
+def profile_rows_all() -> list[dict]:
+    """Shipped Gavel-derived rows plus ProfileRow rows in the database (profiler output)."""
+    shipped, _ = _tables()
+    db = list(ProfileRow.objects.values("model", "batch_size", "gpu_type", "util_mean_pct", "util_peak_pct",
+                                        "memory_mib", "source"))
+    return shipped + db
+
+
+def job_features(model_name: str, batch_size: int) -> dict:
+    """Graph features of (model, batch): the shipped zoo table, else traced now on the meta
+    device. Raises ``KeyError`` for a model outside the zoo."""
+    _, feats = _tables()
+    for r in feats:
+        if r["model"].removeprefix("gavel:") == model_name and int(r["batch_size"]) == batch_size:
+            return r
+    from .backends.features import model_features
+
+    return model_features(model_name, batch_size).as_dict()
+
+
+def job_profile(model_name: str, batch_size: int, gpu_type: str) -> tuple[float, float, dict]:
+    """Predicted (util %, memory MiB, provenance) of a job on ``gpu_type``. Memory: graph
+    estimate. Utilisation: XGBoost predictor on the profile rows of that GPU type; with none,
+    0 and a provenance note saying so (never an invented number)."""
+    from .backends.predictor import NoProfileData, UtilisationPredictor
+
+    feats = job_features(model_name, batch_size)
+    pred = UtilisationPredictor(profile_rows_all(), _tables()[1])
+    try:
+        p = pred.predict(feats, gpu_type=gpu_type)
+        util, prov = p.value, {"util_sources": p.sources, "util_rows": p.n_rows, "gpu_type": p.gpu_type}
+    except NoProfileData as err:
+        util, prov = 0.0, {"util_sources": [], "note": str(err)}
+    prov["memory_source"] = "graph-estimate"
+    return util, float(feats["memory_mib"]), prov
+
+
+class LivePlacementScheduler:
+    """The platform's job scheduler (:mod:`webapp.jobs`): places queued jobs onto the
+    registered GPUDevice rows with a policy from :mod:`placement.core.policies` (default
+    Horus), recording a :class:`PlacementDecision` per placed job."""
+
+    def __init__(self, policy: str = LIVE_POLICY, seed: int = 0) -> None:
+        self.policy_name, self.seed = policy, seed
+
+    def validate(self, job: Job) -> None:
+        """Reject a job that can never run: no GPUs registered, more GPUs than registered, a
+        model outside the zoo, or more predicted memory than the largest GPU."""
+        gpus = list(GPUDevice.objects.values_list("memory_mib", flat=True))
+        if not gpus:
+            raise JobRejected("no GPUs are registered; register nodes and GPUs first", field="num_gpus")
+        if job.num_gpus > len(gpus):
+            raise JobRejected(f"the job asks for {job.num_gpus} GPUs but only {len(gpus)} are registered",
+                              field="num_gpus")
+        try:
+            mem = float(job_features(job.model_name, job.batch_size)["memory_mib"])
+        except KeyError as err:
+            raise JobRejected(str(err).strip("'\""), field="model_name") from None
+        if mem > max(gpus):
+            raise JobRejected(f"{job.model_name} at batch size {job.batch_size} needs about {mem:.0f} MiB per GPU "
+                              f"(graph estimate); the largest registered GPU has {max(gpus)} MiB", field="batch_size")
+
+    def schedule(self) -> list[Job]:
+        """Place the queued, unplaced jobs that fit now; the rest stay queued."""
+        with transaction.atomic():
+            devices = list(GPUDevice.objects.select_for_update().select_related("node").order_by("pk"))
+            if not devices:
+                return []
+            idx = {d.pk: i for i, d in enumerate(devices)}
+            nodes = {nid: i for i, nid in enumerate(sorted({d.node_id for d in devices}))}
+            state = ClusterState([GPUSpec(i, nodes[d.node_id], d.model, float(d.memory_mib))
+                                  for i, d in enumerate(devices)])
+            gpu_type = max({d.model for d in devices}, key=lambda m: sum(d.model == m for d in devices))
+            busy = Job.objects.filter(state__in=[State.QUEUED, State.RUNNING], gpus__isnull=False).distinct()
+            for j in busy:
+                dec = j.placement_decisions.first()
+                ids = tuple(idx[g.pk] for g in j.gpus.all() if g.pk in idx)
+                if dec is None or not ids:
+                    continue
+                spec = JobSpec(j.pk, 0.0, len(ids), 1.0, dec.predicted_util_pct, dec.predicted_memory_mib, j.model_name)
+                state.assign(spec, ids)
+            waiting = list(Job.objects.select_for_update().filter(state=State.QUEUED, gpus__isnull=True)
+                           .order_by("created_at", "pk"))
+            specs, prov = [], {}
+            for j in waiting:
+                util, mem, p = job_profile(j.model_name, j.batch_size, gpu_type)
+                prov[j.pk] = (util, mem, p)
+                specs.append(JobSpec(j.pk, j.created_at.timestamp(), j.num_gpus, float(j.steps), util, mem,
+                                     j.model_name, j.batch_size))
+            import numpy as np
+
+            policy = core_policies.make_policy(self.policy_name)
+            placed = policy.place(specs, state, 0.0, np.random.default_rng(self.seed))
+            by_id = {j.pk: j for j in waiting}
+            out = []
+            for p in placed:
+                job = by_id[p.job_id]
+                gpu_pks = [devices[i].pk for i in p.gpu_ids]
+                job.gpus.set(gpu_pks)
+                util, mem, pv = prov[p.job_id]
+                expl = dict(p.explanation)
+                expl["candidates"] = [{**c, "gpu": devices[c["gpu"]].pk, "gpu_name": str(devices[c["gpu"]])}
+                                      for c in expl.get("candidates", [])]
+                expl["prediction"] = pv
+                PlacementDecision.objects.create(job=job, policy=policy.name, gpu_ids=gpu_pks,
+                                                 predicted_util_pct=util, predicted_memory_mib=mem, explanation=expl)
+                out.append(job)
+            return out

@@ -52,7 +52,9 @@ def read_gavel_trace(path: Path, throughputs: dict, profile: Profile, *, gpu_typ
                      limit: int | None = None) -> list[JobSpec]:
     """Gavel ``msr`` trace (TSV, 7 fields: job_type, command, num_steps_arg, needs_data_dir,
     total_steps, arrival_time s, scale_factor = GPUs). Duration = total_steps / Gavel's measured
-    isolated throughput (steps/s) of (job_type, scale_factor) on ``gpu_type``."""
+    isolated throughput (steps/s) of (job_type, scale_factor) on ``gpu_type``; where Gavel has
+    no multi-GPU measurement of the type (Recommendation, A3C, CycleGAN), its single-GPU
+    throughput is used (data-parallel steps assumed to take as long as one GPU's)."""
     cols = ["job_type", "command", "num_steps_arg", "needs_data_dir", "total_steps", "arrival_time", "scale_factor"]
     table = throughputs[gpu_type]
     jobs = []
@@ -66,6 +68,8 @@ def read_gavel_trace(path: Path, throughputs: dict, profile: Profile, *, gpu_typ
             arrival = _num(path, ln, "arrival_time", row[5])
             sf = _num(path, ln, "scale_factor", row[6], int)
             key = f"('{row[0]}', {sf})"
+            if key not in table:  # Gavel measured multi-GPU runs of some types only
+                key = f"('{row[0]}', 1)"
             if key not in table:
                 raise TraceError(path, ln, "job_type", f"no Gavel throughput for {row[0]!r} on {sf} GPUs")
             family, bs = parse_gavel_job_type(row[0])
