@@ -13,6 +13,7 @@ pairwise log slowdowns add (an extrapolation: Gavel measured pairs only).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,10 +41,14 @@ class InterferenceModel:
     def slowdown(self, u_self: float, u_others) -> float:
         """Slowdown factor (>= 1) of a job at ``u_self`` % sharing a GPU with jobs at
         ``u_others`` % (pairwise log slowdowns add)."""
-        u_others = np.asarray(u_others, float)
-        if u_others.size == 0:
-            return 1.0
-        return float(np.exp(self.pair_log_slowdown(np.full(u_others.shape, u_self), u_others).sum()))
+        # scalar fast path (the simulator calls this once per job per GPU change)
+        b0, b1, b2, b3, b4 = self.coef
+        a = u_self / 100.0
+        total = 0.0
+        for ub in u_others:
+            b = ub / 100.0
+            total += max(b0 + b1 * a + b2 * b + b3 * a * b + b4 * max(0.0, a + b - 1.0), 0.0)
+        return math.exp(total)
 
     def as_dict(self) -> dict:
         return {"coef": list(self.coef), "n": self.n, "r2": self.r2, "mae": self.mae}
