@@ -73,11 +73,14 @@ class LivePlacementScheduler:
         self.policy_name, self.seed = policy, seed
 
     def validate(self, job: Job) -> None:
-        """Reject a job that can never run: no GPUs registered, more GPUs than registered, a
-        model outside the zoo, or more predicted memory than the largest GPU."""
+        """Reject a job that can never run: more GPUs than registered, a model outside the zoo,
+        or more predicted memory than the largest GPU. With no GPU registered at all, live
+        placement is off and every job is accepted (it runs unplaced, as without a scheduler)."""
+        if job.num_gpus == 0:  # a CPU job: nothing to place
+            return
         gpus = list(GPUDevice.objects.values_list("memory_mib", flat=True))
-        if not gpus:
-            raise JobRejected("no GPUs are registered; register nodes and GPUs first", field="num_gpus")
+        if not gpus:  # no GPU registered anywhere: placement is off, jobs run unplaced
+            return
         if job.num_gpus > len(gpus):
             raise JobRejected(f"the job asks for {job.num_gpus} GPUs but only {len(gpus)} are registered",
                               field="num_gpus")
@@ -93,8 +96,11 @@ class LivePlacementScheduler:
         """Place the queued, unplaced jobs that fit now; the rest stay queued."""
         with transaction.atomic():
             devices = list(GPUDevice.objects.select_for_update().select_related("node").order_by("pk"))
-            if not devices:
-                return []
+            undispatched = Job.objects.select_for_update(of=("self",)).filter(
+                state=State.QUEUED, gpus__isnull=True, dispatched_at__isnull=True).order_by("created_at", "pk")
+            cpu_jobs = [j for j in undispatched if j.num_gpus == 0]
+            if not devices:  # nothing to place onto: behave like the platform's ImmediateScheduler
+                return list(undispatched)
             idx = {d.pk: i for i, d in enumerate(devices)}
             nodes = {nid: i for i, nid in enumerate(sorted({d.node_id for d in devices}))}
             state = ClusterState([GPUSpec(i, nodes[d.node_id], d.model, float(d.memory_mib))
@@ -108,8 +114,7 @@ class LivePlacementScheduler:
                     continue
                 spec = JobSpec(j.pk, 0.0, len(ids), 1.0, dec.predicted_util_pct, dec.predicted_memory_mib, j.model_name)
                 state.assign(spec, ids)
-            waiting = list(Job.objects.select_for_update().filter(state=State.QUEUED, gpus__isnull=True)
-                           .order_by("created_at", "pk"))
+            waiting = [j for j in undispatched if j.num_gpus > 0]
             specs, prov = [], {}
             for j in waiting:
                 util, mem, p = job_profile(j.model_name, j.batch_size, gpu_type)
@@ -121,7 +126,7 @@ class LivePlacementScheduler:
             policy = core_policies.make_policy(self.policy_name)
             placed = policy.place(specs, state, 0.0, np.random.default_rng(self.seed))
             by_id = {j.pk: j for j in waiting}
-            out = []
+            out = list(cpu_jobs)
             for p in placed:
                 job = by_id[p.job_id]
                 gpu_pks = [devices[i].pk for i in p.gpu_ids]
