@@ -48,10 +48,12 @@ def main() -> None:
                 ratios[f"horus_vs_{base}_{m}_geomean"] = float(np.exp(np.mean(np.log(r))))
                 ratios[f"horus_vs_{base}_{m}_wins"] = int(sum(v < 1 for v in r)) if m != "mean_gpu_util_pct" else int(sum(v > 1 for v in r))
     t = time.perf_counter()
+    cpu0 = time.process_time()
     jobs = setup.load_trace("philly", data, tables, seed=0)
     gpus = setup.cluster(jobs)
     s = simulator.simulate(jobs, gpus, make_policy("horus"), tables.interference, seed=0).summary()
     wall = time.perf_counter() - t
+    cpu = time.process_time() - cpu0
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     rows.append({"trace": "philly-full", "gpus": len(gpus), **s, "wall_s": wall})
     out = ROOT / "bench" / "out"
@@ -62,7 +64,7 @@ def main() -> None:
         w.writeheader()
         w.writerows(rows)
     print(json.dumps({"bench": "placement", **{k: round(v, 4) if isinstance(v, float) else v for k, v in ratios.items()},
-                      "philly_jobs": len(jobs), "philly_gpus": len(gpus), "philly_wall_s": round(wall, 1),
+                      "philly_jobs": len(jobs), "philly_gpus": len(gpus), "philly_wall_s": round(wall, 1), "philly_cpu_s": round(cpu, 1),
                       "philly_peak_rss_mib": round(rss_mib, 1), "philly_horus_makespan_s": s["makespan_s"],
                       "interference_r2": tables.interference.r2, "interference_mae": tables.interference.mae,
                       "interference_pairs": tables.interference.n}))

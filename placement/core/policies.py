@@ -32,6 +32,8 @@ class Policy:
     k_max = 1
     exclusive = True
     preemptive = False
+    queue_window: int | None = None  # a policy that only looks at the N oldest jobs says so
+
 
     def place(self, queue: Sequence[JobSpec], state: ClusterState, now: float,
               rng: np.random.Generator) -> list[Placement]:
@@ -78,10 +80,22 @@ class Policy:
         scratch = state.copy()
         out: list[Placement] = []
         failed: list[tuple[float, int]] = []
+
+        def capacity() -> tuple[int, float]:
+            # cheap upper bounds: GPUs with a free slot, and the most memory free on one of them
+            avail = scratch.ntasks == 0 if self.exclusive else scratch.ntasks < self.k_max
+            n = int(avail.sum())
+            free = scratch.capacity if self.exclusive else scratch.capacity - scratch.mem_used
+            return n, float(free[avail].max()) if n else 0.0
+
+        n_avail, max_free = capacity()
         for job in ordered:
-            if (scratch.ntasks < self.k_max).sum() == 0:
+            if n_avail == 0:
                 break
-            if any(job.memory_mib >= m and job.num_gpus >= n for m, n in failed):
+            if job.num_gpus > n_avail or job.memory_mib > max_free or any(
+                    job.memory_mib >= m and job.num_gpus >= n for m, n in failed):
+                if head_of_line:
+                    break
                 continue
             choice = self._choose(job, scratch, rng)
             if choice is None:
@@ -92,6 +106,7 @@ class Policy:
             gpu_ids, expl = choice
             scratch.assign(job, gpu_ids)
             out.append(Placement(job.job_id, gpu_ids, expl))
+            n_avail, max_free = capacity()
         return out
 
 
@@ -203,6 +218,7 @@ class Horus(Policy):
         if k_max < 1 or lookahead < 1:
             raise ValueError("k_max and lookahead must be >= 1")
         self.k_max, self.lookahead = k_max, lookahead
+        self.queue_window = lookahead
         self.w_mem, self.w_util, self.w_tasks, self.overflow = w_mem, w_util, w_tasks, overflow
 
     def cost(self, job, state, cand):
@@ -235,6 +251,7 @@ class HorusPlus(Horus):
     def __init__(self, *, k: int = 3, window: int = 64, **kw) -> None:
         super().__init__(**kw)
         self.k, self.window = k, window
+        self.queue_window = window
 
     def order(self, queue, now, rng):
         jobs = list(queue[: self.window])

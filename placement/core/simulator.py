@@ -16,6 +16,7 @@ p95 JCT, mean queueing delay.
 from __future__ import annotations
 
 import heapq
+import itertools
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -182,7 +183,9 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
                 refresh(freed, now)
         if not queue:
             return
-        placements = policy.place(list(queue.values()), state, now, rng)
+        waiting = list(queue.values()) if policy.queue_window is None else \
+            list(itertools.islice(queue.values(), policy.queue_window))
+        placements = policy.place(waiting, state, now, rng)
         touched: set[int] = set()
         for p in placements:
             job = queue.pop(p.job_id)
