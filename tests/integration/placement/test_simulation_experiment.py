@@ -43,3 +43,18 @@ def test_simulation_experiment_end_to_end(django_user_model, celery_worker_proce
     page = web.get(f"/placement/experiments/{pk}/").content.decode()
     assert "Job completion time CDF" in page and "GPU utilisation over time" in page
     assert "gavel:51b7ef" in web.get("/placement/").content.decode()
+
+
+@pytest.mark.django_db
+def test_demo_step_prints_the_comparison(django_user_model):
+    from io import StringIO
+
+    from placement.demo import run_placement_demo
+
+    out = StringIO()
+    run_placement_demo(owner=django_user_model.objects.create_user("demo"), stdout=out)
+    text = out.getvalue()
+    for name in ("fifo", "sjf", "gandiva", "horus", "horus+"):
+        assert f"\n{name} " in text
+    exp = Experiment.objects.get(kind="simulation")
+    assert exp.state == State.SUCCEEDED and exp.result["jobs"] == 533
