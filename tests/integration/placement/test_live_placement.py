@@ -43,7 +43,7 @@ def test_never_fits_is_400_and_stores_nothing(api, two_gpus):
     assert r.status_code == 400 and "only 2 are registered" in r.json()["num_gpus"][0]
     # resnet50 at batch 64: 8,212 MiB graph estimate > 8,192 MiB GPUs
     r = _post(api, model_name="resnet50", batch_size=64, num_gpus=1)
-    assert r.status_code == 400 and "largest registered GPU has 8192 MiB" in r.json()["batch_size"][0]
+    assert r.status_code == 400 and "largest GPU registered has 8192 MiB" in r.json()["batch_size"][0]
     assert Job.objects.count() == 0 and PlacementDecision.objects.count() == 0
 
 
@@ -79,3 +79,17 @@ def test_real_worker_runs_queued_jobs_as_capacity_frees(api, two_gpus, celery_wo
     first_done = min(Job.objects.get(pk=i).finished_at for i in ids[:2])
     # the third (2 GPUs x 2 tasks already taken) was placed only after one of the first two ended
     assert decisions[ids[2]].created_at >= first_done
+
+
+@pytest.mark.django_db(transaction=True)
+def test_jobs_naming_a_cluster_go_there(api, two_gpus):
+    other = Cluster.objects.create(name="other")
+    node = Node.objects.create(cluster=other, name="m0", cpu_cores=4, memory_mib=16384)
+    lone = GPUDevice.objects.create(node=node, index=0, model="V100", memory_mib=16384)
+    r = _post(api, model_name="resnet18", batch_size=16, num_gpus=2, cluster=other.pk)
+    assert r.status_code == 400 and "only 1 are registered in cluster other" in r.json()["num_gpus"][0]
+    # fits the 8 GiB GPUs of "lab" too, but it names "other"
+    j = _post(api, model_name="resnet18", batch_size=16, num_gpus=1, cluster=other.pk).json()
+    assert list(Job.objects.get(pk=j["id"]).gpus.values_list("pk", flat=True)) == [lone.pk]
+    k = _post(api, model_name="resnet18", batch_size=16, num_gpus=1).json()  # no cluster: "lab" sorts first
+    assert Job.objects.get(pk=k["id"]).gpus.get().node.cluster.name == "lab"
