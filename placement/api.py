@@ -9,6 +9,7 @@
   with no profile rows.
 """
 from django.urls import path
+from drf_spectacular.utils import extend_schema
 from rest_framework import permissions, serializers, viewsets
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
@@ -30,8 +31,11 @@ class PlacementDecisionSerializer(serializers.ModelSerializer):
 class PlacementDecisionViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = PlacementDecisionSerializer
     permission_classes = [permissions.IsAuthenticated]
+    queryset = PlacementDecision.objects.none()  # for the schema; real rows from get_queryset
 
     def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return PlacementDecision.objects.none()
         qs = selectors.decision_list(user=self.request.user)
         job = self.request.query_params.get("job")
         return qs.filter(job_id=job) if job and job.isdigit() else qs
@@ -47,6 +51,7 @@ class PredictView(APIView):
     permission_classes = [permissions.IsAuthenticated]
     serializer_class = PredictRequest
 
+    @extend_schema(request=PredictRequest, responses={200: dict, 400: dict})
     def post(self, request):
         from .backends.predictor import NoProfileData, UtilisationPredictor
         from .services import _tables, job_features, profile_rows_all
@@ -67,9 +72,25 @@ class PredictView(APIView):
                          "memory_mib": feats["memory_mib"], "memory_source": "graph-estimate"})
 
 
+class ProfileRowOut(serializers.Serializer):
+    model = serializers.CharField()
+    batch_size = serializers.IntegerField()
+    gpu_type = serializers.CharField()
+    util_mean_pct = serializers.FloatField(allow_null=True)
+    util_peak_pct = serializers.FloatField(allow_null=True)
+    memory_mib = serializers.FloatField(allow_null=True)
+    source = serializers.CharField()
+
+
+class ProfileList(serializers.Serializer):
+    count = serializers.IntegerField()
+    results = ProfileRowOut(many=True)
+
+
 class ProfileView(APIView):
     permission_classes = [permissions.IsAuthenticated]
 
+    @extend_schema(responses=ProfileList)
     def get(self, request):
         from .services import profile_rows_all
 

@@ -93,3 +93,22 @@ def test_jobs_naming_a_cluster_go_there(api, two_gpus):
     assert list(Job.objects.get(pk=j["id"]).gpus.values_list("pk", flat=True)) == [lone.pk]
     k = _post(api, model_name="resnet18", batch_size=16, num_gpus=1).json()  # no cluster: "lab" sorts first
     assert Job.objects.get(pk=k["id"]).gpus.get().node.cluster.name == "lab"
+
+
+@pytest.mark.django_db
+def test_predict_and_profiles_api(api):
+    ok = api.post("/api/v1/placement/predict/", {"model_name": "resnet18", "batch_size": 32, "gpu_type": "V100"},
+                  format="json")
+    assert ok.status_code == 200
+    body = ok.json()
+    assert body["sources"] == ["gavel-throughput-derived"] and body["training_rows"] == 26
+    assert body["features"]["forward_flops"] == pytest.approx(32 * 2 * 1.814e9, rel=0.02)
+    assert body["memory_source"] == "graph-estimate"
+    none = api.post("/api/v1/placement/predict/", {"model_name": "resnet18", "batch_size": 32, "gpu_type": "T4"},
+                    format="json")
+    assert none.status_code == 400 and "manage.py profile_gpu" in none.json()["gpu_type"][0]
+    bad = api.post("/api/v1/placement/predict/", {"model_name": "no-such-net", "batch_size": 1}, format="json")
+    assert bad.status_code == 400 and "unknown model" in bad.json()["model_name"][0]
+    prof = api.get("/api/v1/placement/profiles/?gpu_type=k80").json()
+    assert prof["count"] == 26 and {r["gpu_type"] for r in prof["results"]} == {"K80"}
+    assert APIClient().get("/api/v1/placement/decisions/").status_code == 401
