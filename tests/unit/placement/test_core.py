@@ -151,3 +151,39 @@ def test_philly_malformed_and_seeded_models(tmp_path):
 def test_tiresias_trace_reads_60_jobs():
     jobs = traces.read_tiresias_trace(DATA / "tiresias-sim/60_job.csv", lambda m, b: (20.0, 2000.0))
     assert len(jobs) == 60 and jobs[1].num_gpus == 8 and jobs[1].model == "vgg11" and jobs[1].duration == 147
+
+
+def test_horus_plus_serves_the_group_with_most_credit_first():
+    # two obvious groups: 3 light 1-GPU jobs waiting 10 s each (credit 10 x 3 = 30) and
+    # 2 heavy 4-GPU jobs waiting 100 s (credit 100 x 2 = 200): the heavy group goes first.
+    now = 100.0
+    light = [JobSpec(i, 90.0, 1, 10, 10, 500) for i in range(3)]
+    heavy = [JobSpec(10 + i, 0.0, 4, 10, 90, 15000) for i in range(2)]
+    order = policies.HorusPlus(k=2).order(light + heavy, now, np.random.default_rng(0))
+    assert [j.job_id for j in order] == [10, 11, 0, 1, 2]
+
+
+def test_horus_orders_window_by_utilisation_and_ignores_beyond_it():
+    q = [JobSpec(i, float(i), 1, 10, u, 100) for i, u in enumerate([10, 80, 50, 99])]
+    assert [j.job_id for j in policies.Horus(lookahead=3).order(q, 0, None)] == [1, 2, 0]
+
+
+def test_gandiva_prefers_empty_then_least_utilised_without_overflow_penalty():
+    state = ClusterState(homogeneous_cluster(1, 2))
+    state.assign(JobSpec(1, 0, 1, 10, 90, 100), (0,))
+    state.assign(JobSpec(2, 0, 1, 10, 60, 100), (1,))
+    # both GPUs busy: goes to GPU1 (60 + 70 = 130 %, over 100 but Gandiva does not care)
+    [p] = policies.Gandiva().place([JobSpec(3, 0, 1, 10, 70, 100)], state, 0, np.random.default_rng(0))
+    assert p.gpu_ids == (1,)
+    empty = ClusterState(homogeneous_cluster(1, 2))
+    empty.assign(JobSpec(1, 0, 1, 10, 5, 100), (0,))
+    [p] = policies.Gandiva().place([JobSpec(3, 0, 1, 10, 70, 100)], empty, 0, np.random.default_rng(0))
+    assert p.gpu_ids == (1,)
+
+
+def test_random_colocation_is_seeded():
+    state = ClusterState(homogeneous_cluster(2, 4))
+    q = [JobSpec(i, 0, 1, 10, 10, 100) for i in range(6)]
+    a = policies.RandomColocation().place(q, state, 0, np.random.default_rng(7))
+    b = policies.RandomColocation().place(q, state, 0, np.random.default_rng(7))
+    assert [p.gpu_ids for p in a] == [p.gpu_ids for p in b]
