@@ -149,6 +149,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "ClusterKindEnum": "webapp.models.Cluster.Kind",
+        "ExperimentKindEnum": "webapp.models.Experiment.Kind",
+        "StateEnum": "webapp.states.State",
+    },
 }
 
 # --- Celery -----------------------------------------------------------------------------
