@@ -48,13 +48,39 @@ def _downsample(t: np.ndarray, u: np.ndarray, n: int = 200) -> dict:
     return {"t": t[idx].tolist(), "util": u[idx].tolist()}
 
 
+TIRESIAS_TO_TORCHVISION = {"inception3": "inception_v3", "inception4": "inception_v3"}
+
+
+def predicted_profile(tables: setup.Tables, gpu_type: str = "V100"):
+    """(model, batch) -> (util %, memory MiB) from graph features alone, the Horus way: the
+    XGBoost predictor (trained on the profile rows of ``gpu_type``) for utilisation, the graph
+    estimate for memory. Tiresias's ``inception4`` is not in torchvision; ``inception_v3``
+    stands in for it."""
+    from .backends.features import model_features
+    from .backends.predictor import UtilisationPredictor
+
+    pred = UtilisationPredictor(tables.profile_rows, tables.feature_rows)
+    cache: dict = {}
+
+    def lookup(model: str, bs: int):
+        name = TIRESIAS_TO_TORCHVISION.get(model, model)
+        if (name, bs) not in cache:
+            row = next((r for r in tables.feature_rows if r["model"] == name and int(r["batch_size"]) == bs), None)
+            feats = row or model_features(name, bs).as_dict()
+            cache[(name, bs)] = (pred.predict(feats, gpu_type=gpu_type).value, float(feats["memory_mib"]))
+        return cache[(name, bs)]
+
+    return lookup
+
+
 def run_simulations(params: dict[str, Any], report: Callable[[float, str], None] | None = None) -> dict:
     """Run every policy in ``params`` and return the JSON result: per-policy summary metrics,
     JCT quantiles (for the CDF), queueing delays quantiles and utilisation over time."""
     data = Path(settings.DATA_DIR)
     tables = setup.load_tables(data)
+    profile = predicted_profile(tables) if params["trace"] == "tiresias60" else None
     jobs = setup.load_trace(params["trace"], data, tables, seed=params.get("seed", 0),
-                            limit=params.get("limit") or None)
+                            limit=params.get("limit") or None, profile=profile)
     gpus = setup.cluster(jobs, params.get("cluster") or None)
     out: dict[str, Any] = {"trace": params["trace"], "jobs": len(jobs), "gpus": len(gpus), "policies": {},
                            "interference": tables.interference.as_dict()}

@@ -39,9 +39,10 @@ def load_tables(data_dir: Path) -> Tables:
 
 
 def load_trace(name: str, data_dir: Path, tables: Tables, *, seed: int = 0,
-               limit: int | None = None) -> list[JobSpec]:
+               limit: int | None = None, profile=None) -> list[JobSpec]:
     """Trace by name: ``gavel:<vc>`` (one of :data:`GAVEL_VCS`), ``philly`` (full job list,
-    models assigned by seed), ``tiresias60``. ``ValueError`` for an unknown name."""
+    models assigned by seed), ``tiresias60`` (needs ``profile``: (model, batch) -> (util %,
+    memory MiB), e.g. the predictor on graph features). ``ValueError`` for an unknown name."""
     look = tables.lookup("V100")
     if name.startswith("gavel:"):
         vc = name[6:]
@@ -53,14 +54,10 @@ def load_trace(name: str, data_dir: Path, tables: Tables, *, seed: int = 0,
         models = sorted(look.util_table)  # type: ignore[attr-defined]
         return traces.read_philly(data_dir / "philly-jobs-pollux" / "philly.csv", models, look, seed=seed, limit=limit)
     if name == "tiresias60":
-        # Tiresias's model names (vgg19, resnet50, ...) mapped to the closest Gavel family.
-        fam = {"resnet": "ResNet-50", "vgg": "ResNet-50", "inception": "ResNet-50", "alexnet": "ResNet-18",
-               "googlenet": "ResNet-18", "bert": "Transformer", "transformer": "Transformer"}
-
-        def tl(model: str, bs: int):
-            key = next((v for k, v in fam.items() if model.lower().startswith(k)), "LM")
-            return look(key, 64 if key != "Transformer" else 128) if key != "LM" else look("LM", 20)
-        return traces.read_tiresias_trace(data_dir / "tiresias-sim" / "60_job.csv", tl)
+        if profile is None:
+            raise ValueError("tiresias60 needs a profile (model, batch) -> (util %, MiB): its models "
+                             "(vgg19, inception4, ...) are not Gavel job types; see placement.experiment")
+        return traces.read_tiresias_trace(data_dir / "tiresias-sim" / "60_job.csv", profile)
     raise ValueError(f"unknown trace {name!r}: use gavel:<vc>, philly or tiresias60")
 
 
