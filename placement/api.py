@@ -2,6 +2,7 @@
 
 * ``decisions/``: live placement decisions (job, GPUs, policy, predicted utilisation and
   memory with provenance, cost terms of the top candidate GPUs); own jobs only (staff: all).
+* ``outcomes/``: per-job outcomes of simulation experiments (``?experiment=&policy=``).
 * ``profiles/``: the profile table (database rows plus the shipped Gavel-derived rows), filter
   ``?gpu_type=``.
 * ``predict/`` (POST ``{model_name, batch_size, gpu_type}``): graph features and predicted
@@ -16,7 +17,7 @@ from rest_framework.routers import SimpleRouter
 from rest_framework.views import APIView
 
 from . import selectors
-from .models import PlacementDecision
+from .models import PlacementDecision, SimulationJobOutcome
 
 
 class PlacementDecisionSerializer(serializers.ModelSerializer):
@@ -39,6 +40,34 @@ class PlacementDecisionViewSet(viewsets.ReadOnlyModelViewSet):
         qs = selectors.decision_list(user=self.request.user)
         job = self.request.query_params.get("job")
         return qs.filter(job_id=job) if job and job.isdigit() else qs
+
+
+class SimulationJobOutcomeSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = SimulationJobOutcome
+        fields = ["experiment", "policy", "job_index", "model", "num_gpus", "arrival_s", "start_s", "finish_s",
+                  "queueing_delay_s", "jct_s", "slowdown", "gpu_ids", "preemptions"]
+
+
+class SimulationJobOutcomeViewSet(viewsets.ReadOnlyModelViewSet):
+    """Per-job outcomes of simulation experiments (own experiments; staff: all); filters
+    ``?experiment=`` and ``?policy=``; paginated."""
+
+    serializer_class = SimulationJobOutcomeSerializer
+    permission_classes = [permissions.IsAuthenticated]
+    queryset = SimulationJobOutcome.objects.none()
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return SimulationJobOutcome.objects.none()
+        qs = SimulationJobOutcome.objects.filter(
+            experiment__in=selectors.simulation_list(user=self.request.user)).order_by("experiment", "policy", "job_index")
+        exp, pol = self.request.query_params.get("experiment"), self.request.query_params.get("policy")
+        if exp and exp.isdigit():
+            qs = qs.filter(experiment_id=int(exp))
+        if pol:
+            qs = qs.filter(policy=pol)
+        return qs
 
 
 class PredictRequest(serializers.Serializer):
@@ -101,6 +130,7 @@ class ProfileView(APIView):
 
 router = SimpleRouter()
 router.register("decisions", PlacementDecisionViewSet, basename="placement-decision")
+router.register("outcomes", SimulationJobOutcomeViewSet, basename="placement-outcome")
 urlpatterns = router.urls + [
     path("predict/", PredictView.as_view(), name="placement-predict"),
     path("profiles/", ProfileView.as_view(), name="placement-profiles"),

@@ -73,9 +73,11 @@ def predicted_profile(tables: setup.Tables, gpu_type: str = "V100"):
     return lookup
 
 
-def run_simulations(params: dict[str, Any], report: Callable[[float, str], None] | None = None) -> dict:
+def run_simulations(params: dict[str, Any], report: Callable[[float, str], None] | None = None,
+                    on_outcomes: Callable[[str, list], None] | None = None) -> dict:
     """Run every policy in ``params`` and return the JSON result: per-policy summary metrics,
-    JCT quantiles (for the CDF), queueing delays quantiles and utilisation over time."""
+    JCT quantiles (for the CDF), queueing delays quantiles and utilisation over time.
+    ``on_outcomes(policy, [JobOutcome])`` receives each policy's per-job outcomes."""
     data = Path(settings.DATA_DIR)
     tables = setup.load_tables(data)
     profile = predicted_profile(tables) if params["trace"] == "tiresias60" else None
@@ -90,6 +92,8 @@ def run_simulations(params: dict[str, Any], report: Callable[[float, str], None]
         if report:
             report(100.0 * i / len(names), f"simulating {name} ({i + 1}/{len(names)})")
         r = simulator.simulate(jobs, gpus, make_policy(name), tables.interference, seed=params.get("seed", 0))
+        if on_outcomes is not None:
+            on_outcomes(name, r.jobs)
         jct = np.array([o.jct for o in r.jobs])
         qd = np.array([o.queueing_delay for o in r.jobs])
         out["policies"][name] = {"summary": r.summary(), "jct_quantiles_s": np.percentile(jct, q).tolist(),
@@ -102,9 +106,12 @@ def run_simulations(params: dict[str, Any], report: Callable[[float, str], None]
 
 def simulation_run(experiment, reporter) -> dict:
     """Experiment runner (``webapp.experiments``): ``experiment.parameters`` -> result dict."""
+    from .services import simulation_outcomes_store
+
     params = SimulationParams(data=experiment.parameters)
     params.is_valid(raise_exception=True)
-    return run_simulations(dict(params.validated_data), reporter.report)
+    return run_simulations(dict(params.validated_data), reporter.report,
+                           lambda policy, jobs: simulation_outcomes_store(experiment=experiment, policy=policy, jobs=jobs))
 
 
 def register() -> None:

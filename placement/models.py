@@ -41,3 +41,26 @@ class PlacementDecision(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+
+
+class SimulationJobOutcome(models.Model):
+    """One job's outcome in one policy's run of a simulation experiment. Times in seconds
+    from the trace start; ``gpu_ids`` are simulated GPU indices."""
+
+    experiment = models.ForeignKey("webapp.Experiment", on_delete=models.CASCADE, related_name="simulation_outcomes")
+    policy = models.CharField(max_length=32)
+    job_index = models.PositiveIntegerField()
+    model = models.CharField(max_length=128)
+    num_gpus = models.PositiveIntegerField()
+    arrival_s = models.FloatField()
+    start_s = models.FloatField()
+    finish_s = models.FloatField()
+    queueing_delay_s = models.FloatField()
+    jct_s = models.FloatField()
+    slowdown = models.FloatField()
+    gpu_ids = models.JSONField(default=list)
+    preemptions = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["experiment", "policy", "job_index"], name="sim_outcome_unique")]
+        indexes = [models.Index(fields=["experiment", "policy"])]

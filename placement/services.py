@@ -15,7 +15,7 @@ from webapp.states import State
 from .core import policies as core_policies
 from .core import profiles as core_profiles
 from .core.types import ClusterState, GPUSpec, JobSpec
-from .models import PlacementDecision, ProfileRow
+from .models import PlacementDecision, ProfileRow, SimulationJobOutcome
 
 LIVE_POLICY = getattr(settings, "PLACEMENT_POLICY", "horus")
 
@@ -177,3 +177,17 @@ class LivePlacementScheduler:
                     placed_ids.add(job.pk)
                     out.append(job)
             return out
+
+
+def simulation_outcomes_store(*, experiment, policy: str, jobs: list) -> int:
+    """Replace the stored per-job outcomes of ``policy`` in ``experiment`` with ``jobs``
+    (:class:`placement.core.simulator.JobOutcome`), atomically, so a re-run (redelivered task)
+    leaves exactly one set. Returns the number of rows."""
+    rows = [SimulationJobOutcome(
+        experiment=experiment, policy=policy, job_index=o.job_id, model=o.model[:128], num_gpus=o.num_gpus,
+        arrival_s=o.arrival, start_s=o.start, finish_s=o.finish, queueing_delay_s=o.queueing_delay, jct_s=o.jct,
+        slowdown=o.slowdown, gpu_ids=list(o.gpu_ids), preemptions=o.preemptions) for o in jobs]
+    with transaction.atomic():
+        SimulationJobOutcome.objects.filter(experiment=experiment, policy=policy).delete()
+        SimulationJobOutcome.objects.bulk_create(rows, batch_size=5000)
+    return len(rows)

@@ -38,6 +38,19 @@ def test_simulation_experiment_end_to_end(django_user_model, celery_worker_proce
     # Horus co-locates, so nobody waits longer than under FIFO exclusive on the same 8 GPUs
     assert res["policies"]["horus"]["summary"]["mean_queueing_delay_s"] <= res["policies"]["fifo"]["summary"]["mean_queueing_delay_s"]
 
+    out = api.get(f"/api/v1/placement/outcomes/?experiment={pk}&policy=horus").json()
+    assert out["count"] == 18
+    row = out["results"][0]
+    assert row["jct_s"] == pytest.approx(row["finish_s"] - row["arrival_s"])
+    assert row["queueing_delay_s"] == pytest.approx(row["start_s"] - row["arrival_s"])
+    # a redelivered task runs the runner again: same summary, and the rows are stored once
+    from placement.experiment import simulation_run
+    from webapp.experiments import ProgressReporter
+
+    exp = Experiment.objects.get(pk=pk)
+    assert simulation_run(exp, ProgressReporter(exp))["policies"]["horus"]["summary"] == res["policies"]["horus"]["summary"]
+    assert api.get(f"/api/v1/placement/outcomes/?experiment={pk}").json()["count"] == 36
+
     web = Client()
     web.force_login(alice)
     page = web.get(f"/placement/experiments/{pk}/").content.decode()
