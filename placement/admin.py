@@ -1,7 +1,7 @@
 """Admin of the placement engine."""
 from django.contrib import admin
 
-from .models import PlacementDecision, ProfileRow
+from .models import PlacementDecision, ProfileRow, SimulationJobOutcome
 
 
 @admin.register(ProfileRow)
@@ -13,3 +13,9 @@ class ProfileRowAdmin(admin.ModelAdmin):
 @admin.register(PlacementDecision)
 class PlacementDecisionAdmin(admin.ModelAdmin):
     list_display = ("job", "policy", "gpu_ids", "predicted_util_pct", "predicted_memory_mib", "created_at")
+
+
+@admin.register(SimulationJobOutcome)
+class SimulationJobOutcomeAdmin(admin.ModelAdmin):
+    list_display = ("experiment", "policy", "job_index", "model", "num_gpus", "queueing_delay_s", "jct_s", "slowdown")
+    list_filter = ("policy",)
