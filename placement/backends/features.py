@@ -307,6 +307,8 @@ def model_features(name: str, batch_size: int) -> GraphFeatures:
     x = torch.randn(batch_size, 3, side, side, device="meta")
     if name == "googlenet":
         m = torchvision.models.get_model(name, aux_logits=False, init_weights=False)
+    elif name == "inception_v3":  # weight init is irrelevant on the meta device; skip scipy's slow one
+        m = torchvision.models.get_model(name, init_weights=False)
     return torch_features(m, (x,), name=name, batch_size=batch_size, source="torchvision",
                           input_size=3 * side * side)
 
