@@ -302,13 +302,12 @@ def model_features(name: str, batch_size: int) -> GraphFeatures:
                               input_size=SEQ_LEN)
     if name not in torchvision.models.list_models():
         raise KeyError(f"unknown model {name!r}: not a torchvision model, not in {TRANSFORMERS_ZOO}")
-    m = torchvision.models.get_model(name)
+    # weight init is irrelevant for shapes; skip scipy's slow one where torchvision has it
+    kwargs = {"googlenet": {"aux_logits": False, "init_weights": False},
+              "inception_v3": {"init_weights": False}}.get(name, {})
+    m = torchvision.models.get_model(name, **kwargs)
     side = 299 if name.startswith("inception") else 224
     x = torch.randn(batch_size, 3, side, side, device="meta")
-    if name == "googlenet":
-        m = torchvision.models.get_model(name, aux_logits=False, init_weights=False)
-    elif name == "inception_v3":  # weight init is irrelevant on the meta device; skip scipy's slow one
-        m = torchvision.models.get_model(name, init_weights=False)
     return torch_features(m, (x,), name=name, batch_size=batch_size, source="torchvision",
                           input_size=3 * side * side)
 
