@@ -1,5 +1,137 @@
-"""REST API of the placement engine, mounted under /api/v1/ by webapp.urls."""
+"""REST API of the placement engine, mounted at /api/v1/placement/:
+
+* ``decisions/``: live placement decisions (job, GPUs, policy, predicted utilisation and
+  memory with provenance, cost terms of the top candidate GPUs); own jobs only (staff: all).
+* ``outcomes/``: per-job outcomes of simulation experiments (``?experiment=&policy=``).
+* ``profiles/``: the profile table (database rows plus the shipped Gavel-derived rows), filter
+  ``?gpu_type=``.
+* ``predict/`` (POST ``{model_name, batch_size, gpu_type}``): graph features and predicted
+  utilisation with the profile data it came from; 400 naming the command that fills a GPU type
+  with no profile rows.
+"""
+from django.urls import path
+from drf_spectacular.utils import extend_schema
+from rest_framework import permissions, serializers, viewsets
+from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
+from rest_framework.views import APIView
+
+from . import selectors
+from .models import PlacementDecision, SimulationJobOutcome
+
+
+class PlacementDecisionSerializer(serializers.ModelSerializer):
+    job_name = serializers.CharField(source="job.__str__", read_only=True)
+
+    class Meta:
+        model = PlacementDecision
+        fields = ["id", "job", "job_name", "policy", "gpu_ids", "predicted_util_pct", "predicted_memory_mib",
+                  "explanation", "created_at"]
+
+
+class PlacementDecisionViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = PlacementDecisionSerializer
+    permission_classes = [permissions.IsAuthenticated]
+    queryset = PlacementDecision.objects.none()  # for the schema; real rows from get_queryset
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return PlacementDecision.objects.none()
+        qs = selectors.decision_list(user=self.request.user)
+        job = self.request.query_params.get("job")
+        return qs.filter(job_id=job) if job and job.isdigit() else qs
+
+
+class SimulationJobOutcomeSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = SimulationJobOutcome
+        fields = ["experiment", "policy", "job_index", "model", "num_gpus", "arrival_s", "start_s", "finish_s",
+                  "queueing_delay_s", "jct_s", "slowdown", "gpu_ids", "preemptions"]
+
+
+class SimulationJobOutcomeViewSet(viewsets.ReadOnlyModelViewSet):
+    """Per-job outcomes of simulation experiments (own experiments; staff: all); filters
+    ``?experiment=`` and ``?policy=``; paginated."""
+
+    serializer_class = SimulationJobOutcomeSerializer
+    permission_classes = [permissions.IsAuthenticated]
+    queryset = SimulationJobOutcome.objects.none()
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return SimulationJobOutcome.objects.none()
+        qs = SimulationJobOutcome.objects.filter(
+            experiment__in=selectors.simulation_list(user=self.request.user)).order_by("experiment", "policy", "job_index")
+        exp, pol = self.request.query_params.get("experiment"), self.request.query_params.get("policy")
+        if exp and exp.isdigit():
+            qs = qs.filter(experiment_id=int(exp))
+        if pol:
+            qs = qs.filter(policy=pol)
+        return qs
+
+
+class PredictRequest(serializers.Serializer):
+    model_name = serializers.CharField()
+    batch_size = serializers.IntegerField(min_value=1, max_value=65536)
+    gpu_type = serializers.CharField(default="V100")
+
+
+class PredictView(APIView):
+    permission_classes = [permissions.IsAuthenticated]
+    serializer_class = PredictRequest
+
+    @extend_schema(request=PredictRequest, responses={200: dict, 400: dict})
+    def post(self, request):
+        from .backends.predictor import NoProfileData, UtilisationPredictor
+        from .services import _tables, job_features, profile_rows_all
+
+        req = PredictRequest(data=request.data)
+        req.is_valid(raise_exception=True)
+        d = req.validated_data
+        try:
+            feats = job_features(d["model_name"], d["batch_size"])
+        except KeyError as err:
+            return Response({"model_name": [str(err).strip("'\"")]}, status=400)
+        try:
+            p = UtilisationPredictor(profile_rows_all(), _tables()[1]).predict(feats, gpu_type=d["gpu_type"])
+        except NoProfileData as err:
+            return Response({"gpu_type": [str(err)]}, status=400)
+        return Response({"features": feats, "util_mean_pct": p.value, "gpu_type": p.gpu_type,
+                         "sources": p.sources, "training_rows": p.n_rows,
+                         "memory_mib": feats["memory_mib"], "memory_source": "graph-estimate"})
+
+
+class ProfileRowOut(serializers.Serializer):
+    model = serializers.CharField()
+    batch_size = serializers.IntegerField()
+    gpu_type = serializers.CharField()
+    util_mean_pct = serializers.FloatField(allow_null=True)
+    util_peak_pct = serializers.FloatField(allow_null=True)
+    memory_mib = serializers.FloatField(allow_null=True)
+    source = serializers.CharField()
+
+
+class ProfileList(serializers.Serializer):
+    count = serializers.IntegerField()
+    results = ProfileRowOut(many=True)
+
+
+class ProfileView(APIView):
+    permission_classes = [permissions.IsAuthenticated]
+
+    @extend_schema(responses=ProfileList)
+    def get(self, request):
+        from .services import profile_rows_all
+
+        gpu = request.query_params.get("gpu_type")
+        rows = [r for r in profile_rows_all() if not gpu or r["gpu_type"].upper() == gpu.upper()]
+        return Response({"count": len(rows), "results": rows})
+
 
 router = SimpleRouter()
-urlpatterns = router.urls
+router.register("decisions", PlacementDecisionViewSet, basename="placement-decision")
+router.register("outcomes", SimulationJobOutcomeViewSet, basename="placement-outcome")
+urlpatterns = router.urls + [
+    path("predict/", PredictView.as_view(), name="placement-predict"),
+    path("profiles/", ProfileView.as_view(), name="placement-profiles"),
+]

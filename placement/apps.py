@@ -5,5 +5,14 @@ class PlacementConfig(AppConfig):
     name = "placement"
 
     def ready(self) -> None:
-        # Engines register their experiment kinds here (webapp.experiments.register_experiment_kind).
-        pass
+        from webapp.jobs import register_job_scheduler
+
+        from .services import LivePlacementScheduler
+
+        register_job_scheduler(LivePlacementScheduler())
+        try:
+            from .experiment import register
+
+            register()
+        except ImportError:  # pragma: no cover - experiment module optional during bring-up
+            pass

@@ -1,1 +1,193 @@
-"""Services of the placement engine (functions that write)."""
+"""Services of the placement engine (functions that write): live placement (the job scheduler
+registered with the platform) and the "simulation" experiment runner."""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+
+from webapp.jobs import JobRejected
+from webapp.models import GPUDevice, Job
+from webapp.states import State
+
+from .core import policies as core_policies
+from .core import profiles as core_profiles
+from .core.types import ClusterState, GPUSpec, JobSpec
+from .models import PlacementDecision, ProfileRow, SimulationJobOutcome
+
+LIVE_POLICY = getattr(settings, "PLACEMENT_POLICY", "horus")
+
+
+@functools.lru_cache(maxsize=1)
+def _tables() -> tuple[list[dict], list[dict]]:
+    data = Path(settings.DATA_DIR) / "placement"
+    return (core_profiles.read_csv_rows(data / "gavel_profile.csv"),
+            core_profiles.read_csv_rows(data / "zoo_features.csv"))
+
+
+def profile_rows_all() -> list[dict]:
+    """Shipped Gavel-derived rows plus ProfileRow rows in the database (profiler output)."""
+    shipped, _ = _tables()
+    db = list(ProfileRow.objects.values("model", "batch_size", "gpu_type", "util_mean_pct", "util_peak_pct",
+                                        "memory_mib", "source"))
+    return shipped + db
+
+
+def job_features(model_name: str, batch_size: int) -> dict:
+    """Graph features of (model, batch): the shipped zoo table, else traced now on the meta
+    device. Raises ``KeyError`` for a model outside the zoo."""
+    _, feats = _tables()
+    for r in feats:
+        if r["model"].removeprefix("gavel:") == model_name and int(r["batch_size"]) == batch_size:
+            return r
+    from .backends.features import model_features
+
+    return model_features(model_name, batch_size).as_dict()
+
+
+_PREDICTOR: dict = {}
+
+
+def _predictor():
+    """The utilisation predictor, rebuilt only when the ProfileRow table changes."""
+    from django.db.models import Count, Max
+
+    from .backends.predictor import UtilisationPredictor
+
+    agg = ProfileRow.objects.aggregate(n=Count("id"), last=Max("id"))
+    key = (agg["n"], agg["last"])
+    if _PREDICTOR.get("key") != key:
+        _PREDICTOR.update(key=key, predictor=UtilisationPredictor(profile_rows_all(), _tables()[1]))
+    return _PREDICTOR["predictor"]
+
+
+def job_profile(model_name: str, batch_size: int, gpu_type: str) -> tuple[float, float, dict]:
+    """Predicted (util %, memory MiB, provenance) of a job on ``gpu_type``. Memory: graph
+    estimate. Utilisation: XGBoost predictor on the profile rows of that GPU type; with none,
+    0 and a provenance note saying so (never an invented number)."""
+    from .backends.predictor import NoProfileData
+
+    feats = job_features(model_name, batch_size)
+    pred = _predictor()
+    try:
+        p = pred.predict(feats, gpu_type=gpu_type)
+        util, prov = p.value, {"util_sources": p.sources, "util_rows": p.n_rows, "gpu_type": p.gpu_type}
+    except NoProfileData as err:
+        util, prov = 0.0, {"util_sources": [], "note": str(err)}
+    prov["memory_source"] = "graph-estimate"
+    return util, float(feats["memory_mib"]), prov
+
+
+class LivePlacementScheduler:
+    """The platform's job scheduler (:mod:`webapp.jobs`): places queued jobs onto the
+    registered GPUDevice rows with a policy from :mod:`placement.core.policies` (default
+    Horus), recording a :class:`PlacementDecision` per placed job."""
+
+    def __init__(self, policy: str = LIVE_POLICY, seed: int = 0) -> None:
+        self.policy_name, self.seed = policy, seed
+
+    def validate(self, job: Job) -> None:
+        """Reject a job that can never run: more GPUs than its cluster (or, with no cluster
+        given, all clusters) has, a model outside the zoo, or more predicted memory than the
+        largest GPU. With no GPU registered at all, live placement is off and every job is
+        accepted (it runs unplaced, as without a scheduler)."""
+        if job.num_gpus == 0:  # a CPU job: nothing to place
+            return
+        if not GPUDevice.objects.exists():  # no GPU registered anywhere: placement is off
+            return
+        qs = GPUDevice.objects.all()
+        where = "registered"
+        if job.cluster_id is not None:
+            qs = qs.filter(node__cluster_id=job.cluster_id)
+            where = f"registered in cluster {job.cluster}"
+        gpus = list(qs.values_list("memory_mib", flat=True))
+        if job.num_gpus > len(gpus):
+            raise JobRejected(f"the job asks for {job.num_gpus} GPUs but only {len(gpus)} are {where}",
+                              field="num_gpus")
+        try:
+            mem = float(job_features(job.model_name, job.batch_size)["memory_mib"])
+        except KeyError as err:
+            raise JobRejected(str(err).strip("'\""), field="model_name") from None
+        if mem > max(gpus):
+            raise JobRejected(f"{job.model_name} at batch size {job.batch_size} needs about {mem:.0f} MiB per GPU "
+                              f"(graph estimate); the largest GPU {where} has {max(gpus)} MiB", field="batch_size")
+
+    def schedule(self) -> list[Job]:
+        """Place the queued, unplaced jobs that fit now, cluster by cluster (a job that names a
+        cluster only goes there; others go to the first cluster, by name, where they fit); the
+        rest stay queued. CPU jobs (0 GPUs) are returned at once."""
+        import numpy as np
+
+        with transaction.atomic():
+            devices = list(GPUDevice.objects.select_for_update().select_related("node__cluster")
+                           .order_by("node__cluster__name", "pk"))
+            undispatched = list(Job.objects.select_for_update(of=("self",)).filter(
+                state=State.QUEUED, gpus__isnull=True, dispatched_at__isnull=True).order_by("created_at", "pk"))
+            if not devices:  # nothing to place onto: behave like the platform's ImmediateScheduler
+                return undispatched
+            out = [j for j in undispatched if j.num_gpus == 0]
+            waiting = [j for j in undispatched if j.num_gpus > 0]
+            clusters: dict[int, list[GPUDevice]] = {}
+            for d in devices:
+                clusters.setdefault(d.node.cluster_id, []).append(d)
+            states, index = {}, {}
+            for cid, devs in clusters.items():
+                nodes = {nid: i for i, nid in enumerate(sorted({d.node_id for d in devs}))}
+                states[cid] = ClusterState([GPUSpec(i, nodes[d.node_id], d.model, float(d.memory_mib))
+                                            for i, d in enumerate(devs)])
+                index.update({d.pk: (cid, i) for i, d in enumerate(devs)})
+            busy = Job.objects.filter(state__in=[State.QUEUED, State.RUNNING], gpus__isnull=False).distinct()
+            for j in busy.prefetch_related("gpus", "placement_decisions"):
+                decs = list(j.placement_decisions.all())
+                where = [index[g.pk] for g in j.gpus.all() if g.pk in index]
+                if not decs or not where:
+                    continue
+                cid = where[0][0]
+                ids = tuple(i for c, i in where if c == cid)
+                states[cid].assign(JobSpec(j.pk, 0.0, len(ids), 1.0, decs[0].predicted_util_pct,
+                                           decs[0].predicted_memory_mib, j.model_name), ids)
+            policy = core_policies.make_policy(self.policy_name)
+            placed_ids: set[int] = set()
+            for cid, devs in clusters.items():
+                here = [j for j in waiting if j.pk not in placed_ids and j.cluster_id in (None, cid)]
+                if not here:
+                    continue
+                gpu_type = max({d.model for d in devs}, key=lambda m: sum(d.model == m for d in devs))
+                specs, prov = [], {}
+                for j in here:
+                    util, mem, pv = job_profile(j.model_name, j.batch_size, gpu_type)
+                    prov[j.pk] = (util, mem, pv)
+                    specs.append(JobSpec(j.pk, j.created_at.timestamp(), j.num_gpus, float(j.steps), util, mem,
+                                         j.model_name, j.batch_size))
+                by_id = {j.pk: j for j in here}
+                for p in policy.place(specs, states[cid], 0.0, np.random.default_rng(self.seed)):
+                    job = by_id[p.job_id]
+                    gpu_pks = [devs[i].pk for i in p.gpu_ids]
+                    job.gpus.set(gpu_pks)
+                    util, mem, pv = prov[p.job_id]
+                    expl = dict(p.explanation)
+                    expl["candidates"] = [{**c, "gpu": devs[c["gpu"]].pk, "gpu_name": str(devs[c["gpu"]])}
+                                          for c in expl.get("candidates", [])]
+                    expl["prediction"] = pv
+                    PlacementDecision.objects.create(job=job, policy=policy.name, gpu_ids=gpu_pks,
+                                                     predicted_util_pct=util, predicted_memory_mib=mem,
+                                                     explanation=expl)
+                    placed_ids.add(job.pk)
+                    out.append(job)
+            return out
+
+
+def simulation_outcomes_store(*, experiment, policy: str, jobs: list) -> int:
+    """Replace the stored per-job outcomes of ``policy`` in ``experiment`` with ``jobs``
+    (:class:`placement.core.simulator.JobOutcome`), atomically, so a re-run (redelivered task)
+    leaves exactly one set. Returns the number of rows."""
+    rows = [SimulationJobOutcome(
+        experiment=experiment, policy=policy, job_index=o.job_id, model=o.model[:128], num_gpus=o.num_gpus,
+        arrival_s=o.arrival, start_s=o.start, finish_s=o.finish, queueing_delay_s=o.queueing_delay, jct_s=o.jct,
+        slowdown=o.slowdown, gpu_ids=list(o.gpu_ids), preemptions=o.preemptions) for o in jobs]
+    with transaction.atomic():
+        SimulationJobOutcome.objects.filter(experiment=experiment, policy=policy).delete()
+        SimulationJobOutcome.objects.bulk_create(rows, batch_size=5000)
+    return len(rows)

@@ -1,0 +1,347 @@
+"""Placement policies behind one interface, used unchanged by the simulator and live placement.
+
+Interface (Gavel/Blox style, one method over plain data)::
+
+    policy.place(queue, state, now, rng) -> list[Placement]
+
+``queue``: waiting :class:`JobSpec` in arrival order; ``state``: :class:`ClusterState` (not
+modified: policies work on a scratch copy); ``now``: seconds; ``rng``: ``numpy.random.Generator``.
+Preemptive policies (Tiresias) also implement ``preempt(queue, state, now) -> list[job_id]``.
+
+References: Horus = Yeung, Borowiec, Yang, Friday, Harper, Garraghan, "Horus: Interference-aware
+and prediction-based scheduling in deep learning systems", IEEE TPDS 33(1), 2022 (the cost
+function, queue ordering and Horus+ credit queues are described in its scheduler-design
+section; we follow the summary in Tandem SPEC section 2). Tiresias = Gu et al., NSDI 2019
+(section 3-4: 2D-LAS with discretised priority queues). Gandiva = Xiao et al., OSDI 2018
+(packing and time-slicing). FIFO exclusive = YARN capacity scheduler.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from .types import ClusterState, JobSpec, Placement
+
+
+class Policy:
+    """Base class. ``k_max``: most tasks per GPU; ``exclusive``: a GPU holds one job only."""
+
+    name = "base"
+    k_max = 1
+    exclusive = True
+    preemptive = False
+    queue_window: int | None = None  # a policy that only looks at the N oldest jobs says so
+
+
+    def place(self, queue: Sequence[JobSpec], state: ClusterState, now: float,
+              rng: np.random.Generator) -> list[Placement]:
+        raise NotImplementedError
+
+    def preempt(self, queue: Sequence[JobSpec], state: ClusterState, now: float) -> list[int]:
+        """Job ids to suspend now (re-queued by the caller). Default: none."""
+        return []
+
+    # -- shared machinery ------------------------------------------------------------------
+    def cost(self, job: JobSpec, state: ClusterState, cand: np.ndarray) -> tuple[np.ndarray, dict]:
+        """Cost per candidate GPU (lower is better) and named terms for explanations.
+        Default: pack the fewest-task GPU first, lowest id first."""
+        c = state.ntasks[cand].astype(float)
+        return c, {"tasks": c}
+
+    def _choose(self, job: JobSpec, state: ClusterState, rng: np.random.Generator):
+        """Pick ``job.num_gpus`` feasible GPUs: lowest cost, fewest nodes for multi-GPU jobs.
+        Returns (gpu_ids, explanation) or None if the job cannot be placed now."""
+        mask = state.feasible(job, self.k_max, exclusive=self.exclusive)
+        cand = np.flatnonzero(mask)
+        if len(cand) < job.num_gpus:
+            return None
+        cost, terms = self.cost(job, state, cand)
+        g = job.num_gpus
+        if g == 1:
+            best = int(np.argmin(cost))
+            gpu_ids = (int(cand[best]),)
+        else:
+            gpu_ids = _fewest_nodes(state, cand, cost, g)
+            if gpu_ids is None:
+                return None
+        order = np.argsort(cost, kind="stable")[:3]
+        expl = {"policy": self.name, "candidates": [
+            {"gpu": int(cand[i]), "cost": round(float(cost[i]), 4),
+             **{k: round(float(v[i]), 4) for k, v in terms.items()}} for i in order]}
+        return gpu_ids, expl
+
+    def _place_in_order(self, ordered: Sequence[JobSpec], state: ClusterState,
+                        rng: np.random.Generator, *, head_of_line: bool = False) -> list[Placement]:
+        """Place jobs in ``ordered`` order, skipping (or, with ``head_of_line``, stopping at) the
+        first that does not fit. Skips jobs dominated by an earlier failure (no less memory and
+        no fewer GPUs), which cannot fit either."""
+        scratch = state.copy()
+        out: list[Placement] = []
+        failed: list[tuple[float, int]] = []
+
+        def capacity() -> tuple[int, float]:
+            # cheap upper bounds: GPUs with a free slot, and the most memory free on one of them
+            avail = scratch.ntasks == 0 if self.exclusive else scratch.ntasks < self.k_max
+            n = int(avail.sum())
+            free = scratch.capacity if self.exclusive else scratch.capacity - scratch.mem_used
+            return n, float(free[avail].max()) if n else 0.0
+
+        n_avail, max_free = capacity()
+        for job in ordered:
+            if n_avail == 0:
+                break
+            if job.num_gpus > n_avail or job.memory_mib > max_free or any(
+                    job.memory_mib >= m and job.num_gpus >= n for m, n in failed):
+                if head_of_line:
+                    break
+                continue
+            choice = self._choose(job, scratch, rng)
+            if choice is None:
+                if head_of_line:
+                    break
+                failed.append((job.memory_mib, job.num_gpus))
+                continue
+            gpu_ids, expl = choice
+            scratch.assign(job, gpu_ids)
+            out.append(Placement(job.job_id, gpu_ids, expl))
+            n_avail, max_free = capacity()
+        return out
+
+
+def _fewest_nodes(state: ClusterState, cand: np.ndarray, cost: np.ndarray, g: int):
+    """Choose ``g`` GPUs among candidates on as few nodes as possible; ties by summed cost."""
+    nodes = state.node[cand]
+    uniq, counts = np.unique(nodes, return_counts=True)
+    best = None
+    for n in uniq[counts >= g]:  # one node suffices
+        idx = np.flatnonzero(nodes == n)
+        sel = idx[np.argsort(cost[idx], kind="stable")[:g]]
+        total = float(cost[sel].sum())
+        if best is None or total < best[0]:
+            best = (total, sel)
+    if best is not None:
+        return tuple(int(cand[i]) for i in best[1])
+    # span nodes: fullest-available nodes first (fewest nodes), cheapest GPUs within each
+    chosen: list[int] = []
+    for n in uniq[np.argsort(-counts, kind="stable")]:
+        idx = np.flatnonzero(nodes == n)
+        idx = idx[np.argsort(cost[idx], kind="stable")]
+        chosen.extend(int(cand[i]) for i in idx[: g - len(chosen)])
+        if len(chosen) == g:
+            return tuple(chosen)
+    return None
+
+
+class FIFOExclusive(Policy):
+    """FIFO with exclusive GPUs and head-of-line blocking (YARN capacity-scheduler style)."""
+
+    name = "fifo"
+
+    def place(self, queue, state, now, rng):
+        return self._place_in_order(queue, state, rng, head_of_line=True)
+
+
+class SJF(Policy):
+    """Shortest-job-first, exclusive GPUs, non-preemptive; uses the job's isolated duration
+    (an oracle, as in Tiresias's SRTF baseline); a job that does not fit is skipped."""
+
+    name = "sjf"
+
+    def place(self, queue, state, now, rng):
+        return self._place_in_order(sorted(queue, key=lambda j: (j.duration, j.arrival)), state, rng)
+
+
+class Tiresias(Policy):
+    """Tiresias discretised 2D-LAS (Gu et al., NSDI 2019, sections 3.1-4.1).
+
+    Attained service = GPUs x seconds run so far (``state.attained``). Jobs fall into priority
+    queues by thresholds (GPU-seconds, default 3,600 and 36,000); lower queue = higher priority,
+    FIFO within a queue; exclusive GPUs. A waiting job may preempt running jobs of a strictly
+    lower-priority queue (most attained first) when that frees enough GPUs.
+    """
+
+    name = "tiresias"
+    preemptive = True
+
+    def __init__(self, thresholds: Sequence[float] = (3600.0, 36000.0)) -> None:
+        self.thresholds = np.asarray(sorted(thresholds), dtype=float)
+
+    def level(self, job_id: int, state: ClusterState) -> int:
+        return int(np.searchsorted(self.thresholds, state.attained.get(job_id, 0.0), side="right"))
+
+    def place(self, queue, state, now, rng):
+        ordered = sorted(queue, key=lambda j: (self.level(j.job_id, state), j.arrival))
+        return self._place_in_order(ordered, state, rng)
+
+    def preempt(self, queue, state, now):
+        if not queue or not state.running:
+            return []
+        free = int((state.ntasks == 0).sum())
+        head = min(queue, key=lambda j: (self.level(j.job_id, state), j.arrival))
+        if head.num_gpus <= free:
+            return []
+        lvl = self.level(head.job_id, state)
+        victims = sorted((jid for jid in state.running if self.level(jid, state) > lvl),
+                         key=lambda jid: -state.attained.get(jid, 0.0))
+        out, gained = [], 0
+        for jid in victims:
+            out.append(jid)
+            gained += state.running[jid][0].num_gpus
+            if free + gained >= head.num_gpus:
+                return out
+        return []
+
+
+class Horus(Policy):
+    """Horus interference-aware co-location (Yeung et al., TPDS 2022; SPEC section 2).
+
+    For each GPU that can take a task (memory left, fewer than ``k_max`` tasks), with memory
+    normalised by the GPU's capacity on both sides::
+
+        cost = w_mem * (mem_used + mem_job) / capacity
+             + w_util * U,  U = (100 - (util_sum + util_job)) / 100          if the sum <= 100
+                            U = overflow * ((util_sum + util_job) - 100) / 100  otherwise
+             + w_tasks * tasks already on the GPU
+
+    Lowest cost wins; multi-GPU jobs take the fewest nodes. Queue: the ``lookahead`` oldest
+    waiting jobs are placed in order of predicted utilisation, highest first (the hardest to
+    pack go first); jobs beyond the window wait.
+    """
+
+    name = "horus"
+    exclusive = False
+
+    def __init__(self, *, k_max: int = 2, lookahead: int = 32, w_mem: float = 1.0, w_util: float = 1.0,
+                 w_tasks: float = 1.0, overflow: float = 4.0) -> None:
+        if k_max < 1 or lookahead < 1:
+            raise ValueError("k_max and lookahead must be >= 1")
+        self.k_max, self.lookahead = k_max, lookahead
+        self.queue_window = lookahead
+        self.w_mem, self.w_util, self.w_tasks, self.overflow = w_mem, w_util, w_tasks, overflow
+
+    def cost(self, job, state, cand):
+        mem = (state.mem_used[cand] + job.memory_mib) / state.capacity[cand]
+        tot = state.util_sum[cand] + job.util
+        util = np.where(tot <= 100.0, (100.0 - tot) / 100.0, self.overflow * (tot - 100.0) / 100.0)
+        tasks = state.ntasks[cand].astype(float)
+        return self.w_mem * mem + self.w_util * util + self.w_tasks * tasks, {
+            "memory": mem, "utilisation": util, "tasks": tasks}
+
+    def order(self, queue: Sequence[JobSpec], now: float, rng) -> list[JobSpec]:
+        window = list(queue[: self.lookahead])
+        return sorted(window, key=lambda j: (-j.util, j.arrival))
+
+    def place(self, queue, state, now, rng):
+        return self._place_in_order(self.order(queue, now, rng), state, rng)
+
+
+class HorusPlus(Horus):
+    """Horus+ : k-means queues with credit (Yeung et al., TPDS 2022; SPEC section 2).
+
+    The ``window`` oldest waiting jobs are clustered by k-means (``k`` groups) over their
+    resource profile (utilisation/100, memory/16 GiB, log2 GPUs); each group's credit =
+    median waiting time x group size; groups are served by credit, highest first, each in
+    utilisation order; placement uses the Horus cost.
+    """
+
+    name = "horus+"
+
+    def __init__(self, *, k: int = 3, window: int = 64, **kw) -> None:
+        super().__init__(**kw)
+        self.k, self.window = k, window
+        self.queue_window = window
+
+    def order(self, queue, now, rng):
+        jobs = list(queue[: self.window])
+        if len(jobs) <= self.k:
+            return sorted(jobs, key=lambda j: (-j.util, j.arrival))
+        x = np.array([[j.util / 100.0, j.memory_mib / 16384.0, np.log2(j.num_gpus)] for j in jobs])
+        labels = kmeans(x, self.k, rng)
+        groups = []
+        for c in range(self.k):
+            members = [j for j, lab in zip(jobs, labels) if lab == c]
+            if members:
+                credit = float(np.median([now - j.arrival for j in members])) * len(members)
+                groups.append((credit, members))
+        groups.sort(key=lambda t: -t[0])
+        return [j for _, m in groups for j in sorted(m, key=lambda j: (-j.util, j.arrival))]
+
+
+def kmeans(x: np.ndarray, k: int, rng: np.random.Generator, iters: int = 20) -> np.ndarray:
+    """Lloyd's k-means on rows of ``x`` (n, d); k-means++-free random init from ``rng``.
+    Returns labels (n,)."""
+    centres = x[rng.choice(len(x), size=k, replace=False)]
+    labels = np.zeros(len(x), dtype=int)
+    for _ in range(iters):
+        d = ((x[:, None, :] - centres[None, :, :]) ** 2).sum(-1)
+        new = d.argmin(1)
+        if np.array_equal(new, labels) and _ > 0:
+            break
+        labels = new
+        for c in range(k):
+            if np.any(labels == c):
+                centres[c] = x[labels == c].mean(0)
+    return labels
+
+
+class Gandiva(Policy):
+    """Gandiva-style packing (Xiao et al., OSDI 2018, section 4): an empty GPU if any, else the
+    GPU with the lowest summed utilisation, with no overflow penalty; time-slicing lets up to
+    ``k_max`` (default 4) jobs share a GPU, their progress slowed by the interference model."""
+
+    name = "gandiva"
+    exclusive = False
+
+    def __init__(self, *, k_max: int = 4) -> None:
+        self.k_max = k_max
+
+    def cost(self, job, state, cand):
+        u = state.util_sum[cand] + job.util
+        empty = (state.ntasks[cand] == 0).astype(float)
+        return u / 100.0 - 10.0 * empty, {"utilisation_after": u}
+
+    def place(self, queue, state, now, rng):
+        return self._place_in_order(queue, state, rng)
+
+
+class RandomColocation(Policy):
+    """Random co-location: each job, in FIFO order, goes to uniformly random feasible GPUs
+    (memory left, at most ``k_max`` tasks)."""
+
+    name = "random"
+    exclusive = False
+
+    def __init__(self, *, k_max: int = 2) -> None:
+        self.k_max = k_max
+
+    def _choose(self, job, state, rng):
+        cand = np.flatnonzero(state.feasible(job, self.k_max))
+        if len(cand) < job.num_gpus:
+            return None
+        gpu_ids = tuple(int(g) for g in rng.choice(cand, size=job.num_gpus, replace=False))
+        return gpu_ids, {"policy": self.name, "candidates": [{"gpu": g} for g in gpu_ids]}
+
+    def place(self, queue, state, now, rng):
+        return self._place_in_order(queue, state, rng)
+
+
+@dataclass(frozen=True)
+class PolicyInfo:
+    name: str
+    cls: type
+
+
+POLICIES: dict[str, type[Policy]] = {
+    "fifo": FIFOExclusive, "sjf": SJF, "tiresias": Tiresias, "gandiva": Gandiva,
+    "horus": Horus, "horus+": HorusPlus, "random": RandomColocation,
+}
+
+
+def make_policy(name: str, **kwargs) -> Policy:
+    """Instantiate a policy by name; ``KeyError`` listing the known names otherwise."""
+    try:
+        return POLICIES[name](**kwargs)
+    except KeyError:
+        raise KeyError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}") from None

@@ -1,0 +1,72 @@
+"""Wiring shared by the simulate command, the experiment runner, the demo and the bench: load
+the shipped tables, fit the interference model, read a trace by name. Pure Python + numpy."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import interference, profiles, traces
+from .types import GPUSpec, JobSpec, homogeneous_cluster
+
+GAVEL_VCS = ("0e4a51", "103959", "11cb48", "23dbec", "2869ce", "51b7ef", "6214e9", "6c71a0",
+             "795a4c", "7f04ca", "925e2b", "b436b2", "e13805", "ed69ec", "ee9e8c")
+
+
+@dataclass
+class Tables:
+    throughputs: dict
+    profile_rows: list[dict]
+    feature_rows: list[dict]
+    interference: interference.InterferenceModel
+
+    def lookup(self, gpu_type: str = "V100"):
+        return profiles.gavel_profile_lookup(self.profile_rows, self.feature_rows, gpu_type=gpu_type)
+
+
+def gavel_job_type(model: str, bs: int) -> str:
+    return model if model in ("A3C", "CycleGAN") else f"{model} (batch size {bs})"
+
+
+def load_tables(data_dir: Path) -> Tables:
+    """Read data/gavel-traces and data/placement tables; fit the interference model on every
+    Gavel pair whose two job types have a derived utilisation on that GPU type."""
+    thr = traces.load_throughputs(data_dir / "gavel-traces" / "simulation_throughputs.json")
+    prof = profiles.read_csv_rows(data_dir / "placement" / "gavel_profile.csv")
+    feat = profiles.read_csv_rows(data_dir / "placement" / "zoo_features.csv")
+    utils = {(r["gpu_type"].lower(), gavel_job_type(r["model"], r["batch_size"])): r["util_mean_pct"] for r in prof}
+    model = interference.fit_interference(*interference.gavel_pairs(thr, utils))
+    return Tables(thr, prof, feat, model)
+
+
+def load_trace(name: str, data_dir: Path, tables: Tables, *, seed: int = 0,
+               limit: int | None = None, profile=None) -> list[JobSpec]:
+    """Trace by name: ``gavel:<vc>`` (one of :data:`GAVEL_VCS`), ``philly`` (full job list,
+    models assigned by seed), ``tiresias60`` (needs ``profile``: (model, batch) -> (util %,
+    memory MiB), e.g. the predictor on graph features). ``ValueError`` for an unknown name."""
+    look = tables.lookup("V100")
+    if name.startswith("gavel:"):
+        vc = name[6:]
+        if vc not in GAVEL_VCS:
+            raise ValueError(f"unknown Gavel VC {vc!r}; known: {', '.join(GAVEL_VCS)}")
+        return traces.read_gavel_trace(data_dir / "gavel-traces" / "msr_seed0" / f"{vc}.trace",
+                                       tables.throughputs, look, limit=limit)
+    if name == "philly":
+        models = sorted(look.util_table)  # type: ignore[attr-defined]
+        return traces.read_philly(data_dir / "philly-jobs-pollux" / "philly.csv", models, look, seed=seed, limit=limit)
+    if name == "tiresias60":
+        if profile is None:
+            raise ValueError("tiresias60 needs a profile (model, batch) -> (util %, MiB): its models "
+                             "(vgg19, inception4, ...) are not Gavel job types; see placement.experiment")
+        return traces.read_tiresias_trace(data_dir / "tiresias-sim" / "60_job.csv", profile)
+    raise ValueError(f"unknown trace {name!r}: use gavel:<vc>, philly or tiresias60")
+
+
+def cluster(jobs: list[JobSpec], shape: str | None = None) -> list[GPUSpec]:
+    """``shape`` "NxG" (N nodes of G V100 16 GiB) or None: shaped like the trace."""
+    if shape:
+        try:
+            n, g = (int(v) for v in shape.lower().split("x"))
+        except ValueError:
+            raise ValueError(f"cluster shape must look like 4x8 (nodes x GPUs per node), got {shape!r}") from None
+        return homogeneous_cluster(n, g)
+    return traces.cluster_for_trace(jobs)

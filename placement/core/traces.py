@@ -1,0 +1,154 @@
+"""Trace readers: Gavel per-VC traces, the Philly job list, the Tiresias 60-job trace.
+
+Each reader turns rows into :class:`JobSpec` using a ``profile`` callable
+``(model, batch_size) -> (util %, memory MiB)`` (predicted/derived, never invented here) and
+raises :class:`TraceError` naming the file, line number and column of a malformed row;
+nothing is returned for a file with any bad row.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .types import GPUSpec, JobSpec, homogeneous_cluster
+
+Profile = Callable[[str, int], tuple[float, float]]
+_GAVEL_TYPE = re.compile(r"^(?P<family>.+?)(?: \(batch size (?P<bs>\d+)\))?$")
+
+
+class TraceError(ValueError):
+    """A malformed trace row: ``path``, ``line`` (1-based), ``column`` (name), message."""
+
+    def __init__(self, path, line: int, column: str, message: str) -> None:
+        super().__init__(f"{path}: line {line}, column {column!r}: {message}")
+        self.path, self.line, self.column = str(path), line, column
+
+
+def parse_gavel_job_type(job_type: str) -> tuple[str, int]:
+    """"ResNet-50 (batch size 64)" -> ("ResNet-50", 64); "A3C" -> ("A3C", 1)."""
+    m = _GAVEL_TYPE.match(job_type.strip())
+    if not m:
+        raise ValueError(f"not a Gavel job type: {job_type!r}")
+    return m.group("family"), int(m.group("bs") or 1)
+
+
+def _num(path, line, column, text, kind=float):
+    try:
+        v = kind(text)
+    except (TypeError, ValueError):
+        raise TraceError(path, line, column, f"expected a number, got {text!r}") from None
+    if not np.isfinite(v) or v < 0:
+        raise TraceError(path, line, column, f"expected a finite non-negative number, got {text!r}")
+    return v
+
+
+def read_gavel_trace(path: Path, throughputs: dict, profile: Profile, *, gpu_type: str = "v100",
+                     limit: int | None = None) -> list[JobSpec]:
+    """Gavel ``msr`` trace (TSV, 7 fields: job_type, command, num_steps_arg, needs_data_dir,
+    total_steps, arrival_time s, scale_factor = GPUs). Duration = total_steps / Gavel's measured
+    isolated throughput (steps/s) of (job_type, scale_factor) on ``gpu_type``; where Gavel has
+    no multi-GPU measurement of the type (Recommendation, A3C, CycleGAN), its single-GPU
+    throughput is used (data-parallel steps assumed to take as long as one GPU's)."""
+    cols = ["job_type", "command", "num_steps_arg", "needs_data_dir", "total_steps", "arrival_time", "scale_factor"]
+    table = throughputs[gpu_type]
+    jobs = []
+    with open(path, newline="") as fh:
+        for ln, row in enumerate(csv.reader(fh, delimiter="\t"), start=1):
+            if limit is not None and len(jobs) >= limit:
+                break
+            if len(row) != 7:
+                raise TraceError(path, ln, cols[min(len(row), 6)], f"expected 7 tab-separated fields, got {len(row)}")
+            steps = _num(path, ln, "total_steps", row[4], int)
+            arrival = _num(path, ln, "arrival_time", row[5])
+            sf = _num(path, ln, "scale_factor", row[6], int)
+            key = f"('{row[0]}', {sf})"
+            if key not in table:  # Gavel measured multi-GPU runs of some types only
+                key = f"('{row[0]}', 1)"
+            if key not in table:
+                raise TraceError(path, ln, "job_type", f"no Gavel throughput for {row[0]!r} on {sf} GPUs")
+            family, bs = parse_gavel_job_type(row[0])
+            util, mem = profile(family, bs)
+            dur = max(steps, 1) / float(table[key]["null"])
+            jobs.append(JobSpec(len(jobs), arrival, max(sf, 1), dur, util, mem, family, bs))
+    return jobs
+
+
+def read_tiresias_trace(path: Path, profile: Profile, *, batch_size: int = 32) -> list[JobSpec]:
+    """Tiresias CSV (``job_id,num_gpu,submit_time,iterations,model_name,duration,interval``);
+    duration in seconds as given; models (vgg19, inception4, ...) profiled at ``batch_size``."""
+    jobs = []
+    with open(path, newline="") as fh:
+        reader = csv.DictReader(fh)
+        need = ["job_id", "num_gpu", "submit_time", "model_name", "duration"]
+        missing = [c for c in need if c not in (reader.fieldnames or [])]
+        if missing:
+            raise TraceError(path, 1, missing[0], "missing column")
+        for ln, row in enumerate(reader, start=2):
+            gpus = _num(path, ln, "num_gpu", row["num_gpu"], int)
+            dur = _num(path, ln, "duration", row["duration"])
+            if gpus < 1 or dur <= 0:
+                raise TraceError(path, ln, "num_gpu" if gpus < 1 else "duration", "must be positive")
+            model = (row["model_name"] or "").strip()
+            if not model:
+                raise TraceError(path, ln, "model_name", "empty")
+            util, mem = profile(model, batch_size)
+            jobs.append(JobSpec(int(_num(path, ln, "job_id", row["job_id"], int)),
+                                _num(path, ln, "submit_time", row["submit_time"]), gpus, dur, util, mem,
+                                model, batch_size))
+    return jobs
+
+
+def read_philly(path: Path, models: list[tuple[str, int]], profile: Profile, *, seed: int = 0,
+                limit: int | None = None) -> list[JobSpec]:
+    """Philly job list (``timestamp,duration,num_gpus,gpu_time,cluster``), arrivals relative to
+    the earliest timestamp. The rows carry no model, so each job gets one by this documented,
+    seeded rule: job i takes ``models[k]`` with k drawn uniformly by
+    ``numpy.random.default_rng(seed)`` in file order (independent of duration and size)."""
+    rng = np.random.default_rng(seed)
+    raw = []
+    with open(path, newline="") as fh:
+        reader = csv.DictReader(fh)
+        for c in ("timestamp", "duration", "num_gpus"):
+            if c not in (reader.fieldnames or []):
+                raise TraceError(path, 1, c, "missing column")
+        for ln, row in enumerate(reader, start=2):
+            if limit is not None and len(raw) >= limit:
+                break
+            try:
+                ts = datetime.strptime(row["timestamp"], "%Y-%m-%d %H:%M:%S").timestamp()
+            except (TypeError, ValueError):
+                raise TraceError(path, ln, "timestamp", f"expected YYYY-MM-DD HH:MM:SS, got {row['timestamp']!r}") from None
+            dur = _num(path, ln, "duration", row["duration"])
+            gpus = int(_num(path, ln, "num_gpus", row["num_gpus"]))
+            if gpus < 1:
+                raise TraceError(path, ln, "num_gpus", "must be >= 1")
+            raw.append((ts, max(dur, 1.0), gpus))
+    picks = rng.integers(0, len(models), size=len(raw))
+    cache = {m: profile(*m) for m in models}
+    t0 = min(r[0] for r in raw)
+    return [JobSpec(i, ts - t0, g, d, cache[models[k]][0], cache[models[k]][1], models[k][0], models[k][1])
+            for i, ((ts, d, g), k) in enumerate(zip(raw, picks))]
+
+
+def cluster_for_trace(jobs: list[JobSpec], *, gpus_per_node: int = 8, load: float = 1.0,
+                      gpu_type: str = "V100", memory_mib: float = 16384.0) -> list[GPUSpec]:
+    """A homogeneous cluster "shaped like the trace": enough GPUs for the largest job and for
+    the trace's average demand (sum of GPUs x duration / arrival span) divided by ``load``,
+    rounded up to whole nodes of ``gpus_per_node``."""
+    span = max(max(j.arrival for j in jobs) - min(j.arrival for j in jobs), 1.0)
+    demand = sum(j.num_gpus * j.duration for j in jobs) / span
+    need = max(max(j.num_gpus for j in jobs), int(np.ceil(demand / load)), gpus_per_node)
+    return homogeneous_cluster(int(np.ceil(need / gpus_per_node)), gpus_per_node, gpu_type=gpu_type,
+                               memory_mib=memory_mib)
+
+
+def load_throughputs(path: Path) -> dict:
+    """Gavel's ``simulation_throughputs.json``."""
+    with open(path) as fh:
+        return json.load(fh)

@@ -1,0 +1,145 @@
+"""Plain data shared by placement policies, the simulator and live placement.
+
+Units: time in seconds, memory in MiB, utilisation in percent of one GPU (0-100 per job;
+a GPU's summed predicted utilisation may exceed 100 when over-committed).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A training job as the policies see it.
+
+    ``duration``: run time alone on its GPUs (s); ``util``: predicted GPU utilisation (%) of
+    each of its tasks; ``memory_mib``: predicted memory per GPU (MiB); ``num_gpus``: tasks,
+    one per GPU.
+    """
+
+    job_id: int
+    arrival: float
+    num_gpus: int
+    duration: float
+    util: float
+    memory_mib: float
+    model: str = ""
+    batch_size: int = 0
+
+    def __post_init__(self) -> None:
+        if self.num_gpus < 1:
+            raise ValueError(f"job {self.job_id}: num_gpus must be >= 1, got {self.num_gpus}")
+        if self.duration <= 0:
+            raise ValueError(f"job {self.job_id}: duration must be > 0 s, got {self.duration}")
+        if self.memory_mib < 0 or self.util < 0:
+            raise ValueError(f"job {self.job_id}: negative memory or utilisation")
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    """One GPU: ``gpu_id`` (index into the cluster arrays), ``node`` (node index),
+    ``gpu_type`` (e.g. "V100"), ``memory_mib`` (capacity)."""
+
+    gpu_id: int
+    node: int
+    gpu_type: str
+    memory_mib: float
+
+
+@dataclass
+class Placement:
+    """A policy's decision: run ``job_id`` now on ``gpu_ids`` (one task per GPU).
+    ``explanation``: policy-specific, JSON-serialisable (e.g. cost terms of top candidates)."""
+
+    job_id: int
+    gpu_ids: tuple[int, ...]
+    explanation: dict[str, Any] = field(default_factory=dict)
+
+
+class ClusterState:
+    """Occupancy of every GPU as per-GPU numpy arrays (fast for 10^3-10^4 GPUs).
+
+    ``mem_used`` (MiB), ``util_sum`` (% predicted), ``ntasks`` (count) are indexed by gpu_id.
+    ``running``: job_id -> (JobSpec, gpu_ids); ``attained``: job_id -> GPU-seconds of service
+    received so far (Tiresias's 2D attained service), maintained by the simulator / live layer.
+    """
+
+    def __init__(self, gpus: list[GPUSpec]) -> None:
+        if not gpus:
+            raise ValueError("a cluster needs at least one GPU")
+        if [g.gpu_id for g in gpus] != list(range(len(gpus))):
+            raise ValueError("gpu_id must be 0..n-1 in order")
+        self.gpus = gpus
+        self.node = np.array([g.node for g in gpus], dtype=np.int64)
+        self.capacity = np.array([g.memory_mib for g in gpus], dtype=np.float64)
+        self.mem_used = np.zeros(len(gpus))
+        self.util_sum = np.zeros(len(gpus))
+        self.ntasks = np.zeros(len(gpus), dtype=np.int64)
+        self.running: dict[int, tuple[JobSpec, tuple[int, ...]]] = {}
+        self.attained: dict[int, float] = {}
+        self.nodes = np.unique(self.node)
+        self._node_gpus = {int(n): np.flatnonzero(self.node == n) for n in self.nodes}
+        self.max_gpus_per_node = max(len(v) for v in self._node_gpus.values())
+
+    @property
+    def n_gpus(self) -> int:
+        return len(self.gpus)
+
+    def node_gpus(self, node: int) -> np.ndarray:
+        """GPU ids of ``node``."""
+        return self._node_gpus[node]
+
+    def copy(self) -> "ClusterState":
+        """A scratch copy a policy can assign into tentatively (arrays copied, specs shared)."""
+        c = object.__new__(ClusterState)
+        c.__dict__.update(self.__dict__)
+        c.mem_used, c.util_sum, c.ntasks = self.mem_used.copy(), self.util_sum.copy(), self.ntasks.copy()
+        c.running = dict(self.running)
+        return c
+
+    def feasible(self, job: JobSpec, k_max: int, *, exclusive: bool = False) -> np.ndarray:
+        """Boolean mask of GPUs that can take one task of ``job``: memory left >= job memory
+        and fewer than ``k_max`` tasks (``exclusive``: no task at all)."""
+        if exclusive:
+            return (self.ntasks == 0) & (self.capacity >= job.memory_mib)
+        return (self.ntasks < k_max) & (self.capacity - self.mem_used >= job.memory_mib)
+
+    def assign(self, job: JobSpec, gpu_ids: tuple[int, ...]) -> None:
+        """Put one task of ``job`` on each of ``gpu_ids``. Raises ``ValueError`` if the job is
+        already running or a GPU would go over its memory (nothing changes then)."""
+        if job.job_id in self.running:
+            raise ValueError(f"job {job.job_id} is already placed")
+        if len(set(gpu_ids)) != job.num_gpus:
+            raise ValueError(f"job {job.job_id} needs {job.num_gpus} distinct GPUs, got {gpu_ids}")
+        idx = np.fromiter(gpu_ids, dtype=np.int64)
+        if np.any(self.mem_used[idx] + job.memory_mib > self.capacity[idx] + 1e-6):
+            raise ValueError(f"job {job.job_id} does not fit in the memory of GPUs {gpu_ids}")
+        self.mem_used[idx] += job.memory_mib
+        self.util_sum[idx] += job.util
+        self.ntasks[idx] += 1
+        self.running[job.job_id] = (job, tuple(int(g) for g in gpu_ids))
+
+    def release(self, job_id: int) -> tuple[int, ...]:
+        """Remove ``job_id``'s tasks; returns the GPUs it held. ``KeyError`` if not running."""
+        job, gpu_ids = self.running.pop(job_id)
+        idx = np.fromiter(gpu_ids, dtype=np.int64)
+        self.mem_used[idx] = np.maximum(self.mem_used[idx] - job.memory_mib, 0.0)
+        self.util_sum[idx] = np.maximum(self.util_sum[idx] - job.util, 0.0)
+        self.ntasks[idx] -= 1
+        return gpu_ids
+
+    def jobs_on(self, gpu_id: int) -> list[JobSpec]:
+        """Jobs with a task on ``gpu_id`` (linear scan; for explanations and tests)."""
+        return [j for j, g in self.running.values() if gpu_id in g]
+
+
+def homogeneous_cluster(n_nodes: int, gpus_per_node: int, *, gpu_type: str = "V100",
+                        memory_mib: float = 16384.0) -> list[GPUSpec]:
+    """``n_nodes`` x ``gpus_per_node`` identical GPUs (default V100 16 GiB)."""
+    if n_nodes < 1 or gpus_per_node < 1:
+        raise ValueError("a cluster needs n_nodes >= 1 and gpus_per_node >= 1")
+    return [GPUSpec(n * gpus_per_node + i, n, gpu_type, memory_mib)
+            for n in range(n_nodes) for i in range(gpus_per_node)]
