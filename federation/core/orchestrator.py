@@ -312,10 +312,16 @@ def _plan_from_counts(prob: Problem, counts: np.ndarray, method: str, why: str) 
 
 
 def plan_all_in_one(app: Application, fed: Federation, *, cluster: str | None = None, contention_weight: float = 1.0, client: str | None = None) -> Plan:
-    """Everything in one cluster (default: the client's cluster, else the first member), capacity
-    ignored; ``cost.overload_cores`` shows any overcommit."""
+    """Everything in one cluster, capacity ignored (``cost.overload_cores`` shows any
+    overcommit). Default cluster: the client's when the whole application fits there, else the
+    one with the most available cores (the 'hub' a centralised deployment would use)."""
     prob = build_problem(app, fed, contention_weight=contention_weight, client=client)
-    c = fed.index(cluster) if cluster else (fed.index(client) if client else 0)
+    if cluster:
+        c = fed.index(cluster)
+    elif client and prob.demand.sum() <= prob.capacity[fed.index(client)] + 1e-9:
+        c = fed.index(client)
+    else:
+        c = int(np.argmax(prob.capacity))
     counts = np.zeros((prob.S, prob.C), int)
     counts[:, c] = [s.replicas for s in app.services]
     return _plan_from_counts(prob, counts, "all-in-one", f"centralised in {fed.names[c]}")
