@@ -238,10 +238,12 @@ def _local_search(prob: Problem, adj, assign: np.ndarray, deadline: float) -> np
 
 
 def plan_greedy(app: Application, fed: Federation, *, contention_weight: float = 1.0,
-                pinned: dict[str, str] | None = None, client: str | None = None, time_limit: float = 4.0) -> Plan:
-    """Greedy in call order plus local search (moves, then swaps), started also from every
-    single cluster that can hold the whole application; the best result wins.
-    ``time_limit`` (s) bounds the local search. Raises :class:`FederationError` when greedy
+                pinned: dict[str, str] | None = None, client: str | None = None, time_limit: float = 3.0,
+                max_stale: int = 40, seed: int = 0) -> Plan:
+    """Greedy in call order plus local search (moves, then swaps), started also from the best
+    single cluster that can hold the whole application; then iterated local search (random
+    perturbations of 2-4 services, re-optimised) until ``max_stale`` perturbations in a row
+    brought nothing or ``time_limit`` seconds passed; the best result wins (seeded by ``seed``). Raises :class:`FederationError` when greedy
     cannot fit the services (the MILP may still find a packing)."""
     prob = build_problem(app, fed, contention_weight=contention_weight, pinned=pinned, client=client)
     _check_fit(prob)
@@ -267,6 +269,26 @@ def plan_greedy(app: Application, fed: Federation, *, contention_weight: float =
         cst = evaluate(prob, assignment_matrix(a, prob.C)).total_ms
         if cst < best_cost:
             best, best_cost = a, cst
+    # iterated local search (Lourenco, Martin & Stuetzle, Handbook of Metaheuristics 2003):
+    # move a few random services to random clusters that fit, re-optimise, keep if better.
+    rng = np.random.default_rng(seed)
+    free = [s for s in range(prob.S) if s not in prob.pinned]
+    stale = 0
+    while free and stale < max_stale and time.perf_counter() < deadline:
+        a = best.copy()
+        load = np.zeros(prob.C)
+        np.add.at(load, a, prob.demand)
+        for s in rng.choice(free, size=min(len(free), int(rng.integers(2, 5))), replace=False):
+            fits = np.flatnonzero(load + prob.demand[s] <= prob.capacity + 1e-9)
+            if len(fits):
+                c = int(rng.choice(fits))
+                load[a[s]] -= prob.demand[s]; load[c] += prob.demand[s]; a[s] = c
+        a = _local_search(prob, adj, a, deadline)
+        cst = evaluate(prob, assignment_matrix(a, prob.C)).total_ms
+        if cst < best_cost - 1e-9:
+            best, best_cost, stale = a, cst, 0
+        else:
+            stale += 1
     return _plan_from_assign(prob, best, "greedy+local-search", time.perf_counter() - t0)
 
 
