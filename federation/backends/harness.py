@@ -25,7 +25,8 @@
 
 Every process the harness starts is in its own process group and is stopped (SIGTERM, then
 SIGKILL) when the :class:`Harness` context exits: on success, on error, on KeyboardInterrupt,
-and at interpreter exit (``atexit``) as a last resort.
+and at interpreter exit (``atexit``); and should the harness process itself be killed outright,
+each child gets SIGTERM from the kernel (:mod:`federation.backends.lifeline`).
 """
 from __future__ import annotations
 
@@ -124,7 +125,8 @@ class Supervisor:
 
 def start_proxy(sup: Supervisor, target_port: int, one_way_ms: float, bandwidth_mbps: float | None = None) -> int:
     """Start a delay proxy to ``127.0.0.1:target_port``; returns its listening port."""
-    cmd = [sys.executable, "-m", "federation.backends.proxy", "--target", f"127.0.0.1:{target_port}", "--one-way-ms", f"{one_way_ms:.6f}"]
+    cmd = [sys.executable, "-m", "federation.backends.proxy", "--target", f"127.0.0.1:{target_port}", "--one-way-ms", f"{one_way_ms:.6f}",
+           "--parent-pid", str(os.getpid())]
     if bandwidth_mbps:
         cmd += ["--bandwidth-mbps", str(bandwidth_mbps)]
     return sup.start(cmd)[1]
@@ -147,7 +149,7 @@ def start_stress(sup: Supervisor, cpus: list[int], contention: float) -> subproc
     if exe is None:
         raise HarnessError("stress-ng is not installed (Debian: apt-get install -y stress-ng)")
     n, load = stress_args(len(cpus), contention)
-    cmd = [exe, "--cpu", str(n), "--cpu-load", str(load),
+    cmd = [sys.executable, "-m", "federation.backends.lifeline", str(os.getpid()), exe, "--cpu", str(n), "--cpu-load", str(load),
            "--taskset", ",".join(map(str, cpus)), "--timeout", "3600", "--quiet"]
     return sup.start(cmd, wait_ready=False)[0]
 
@@ -290,7 +292,7 @@ class Harness:
                         eps = [[ "127.0.0.1", self._endpoint(e.callee, at, c), n] for at, n in sorted(self.replicas[e.callee].items())]
                         down.append({"name": e.callee, "calls": e.calls, "request_bytes": int(self.payload_scale * e.payload_bytes / 2), "endpoints": eps})
                     cfg = {"name": s, "work_ms": svc.work_ms * self.work_scale, "response_bytes": resp,
-                           "cpus": self.cpu_map[c], "downstream": down}
+                           "cpus": self.cpu_map[c], "downstream": down, "parent_pid": os.getpid()}
                     _, port = self.sup.start([sys.executable, "-m", "federation.backends.service", json.dumps(cfg)])
                     self.ports[(s, c)] = port
             self.entry_endpoints = [(self._endpoint(self.app.entry, at, self.client), float(n))

@@ -93,7 +93,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--one-way-ms", type=float, required=True, help="delay added to each direction, ms")
     ap.add_argument("--bandwidth-mbps", type=float, default=None, help="serial link rate, Mbit/s (default: unlimited)")
     ap.add_argument("--listen-port", type=int, default=0)
+    ap.add_argument("--parent-pid", type=int, default=0, help="exit when this process dies")
     a = ap.parse_args(argv)
+    if a.parent_pid:
+        from federation.backends.lifeline import die_with_parent
+
+        die_with_parent(a.parent_pid)
     if a.one_way_ms < 0 or (a.bandwidth_mbps is not None and a.bandwidth_mbps <= 0):
         ap.error("one-way delay must be >= 0 and bandwidth > 0")
     host, port = a.target.rsplit(":", 1)

@@ -97,6 +97,10 @@ def make_handler(cfg: dict):
 
 def main(argv: list[str] | None = None) -> None:
     cfg = json.loads((argv or sys.argv[1:])[0])
+    if cfg.get("parent_pid"):
+        from federation.backends.lifeline import die_with_parent
+
+        die_with_parent(int(cfg["parent_pid"]))
     if cfg.get("cpus"):
         os.sched_setaffinity(0, set(cfg["cpus"]))
     server = ThreadingHTTPServer(("127.0.0.1", int(cfg.get("port", 0))), make_handler(cfg))

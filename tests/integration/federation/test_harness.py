@@ -105,3 +105,43 @@ def test_bad_placement_is_rejected_before_starting(no_leftovers):
 def test_stress_args(rho, expected):
     # k = rho/(1-rho) hogs per CPU: 0.5 -> 1, 0.75 -> 3, 0.6 -> 1.5 = 2 at 75 %, 0.2 -> 0.25 = 1 at 25 %
     assert H.stress_args(1, rho) == expected
+
+
+HOLDER = """
+import sys, time
+sys.path.insert(0, {repo!r})
+from federation.backends import harness as H
+from federation.core.model import Application, Edge, Federation, MemberCluster, Service
+app = Application("three", [Service("a"), Service("b"), Service("c")], [Edge("a", "b"), Edge("b", "c")], "a")
+fed = Federation([MemberCluster("A", 2.0, 0.5), MemberCluster("B", 2.0)], [[0, 10], [10, 0]], [[1e4, 1e4], [1e4, 1e4]])
+with H.Harness(app, fed, {{"a": {{"A": 1}}, "b": {{"B": 1}}, "c": {{"A": 1}}}}):
+    print("UP", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_children_die_when_the_harness_is_killed_outright(tmp_path):
+    """SIGKILL leaves no atexit/finally to run: the kernel's parent-death signal must do it."""
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "holder.py"
+    script.write_text(HOLDER.format(repo=str(H.REPO)))
+    holder = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "UP"
+        kids = psutil.Process(holder.pid).children(recursive=True)
+        assert len(kids) >= 5  # stress-ng (+ its workers), 3 services, 2 proxies
+        holder.kill()
+        holder.wait()
+        deadline = time.monotonic() + 15
+        alive = kids
+        while alive and time.monotonic() < deadline:
+            alive = [k for k in alive if k.is_running() and k.status() != psutil.STATUS_ZOMBIE]
+            time.sleep(0.2)
+        assert not alive, [k.cmdline()[:3] for k in alive]
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        holder.stdout.close()
