@@ -260,6 +260,10 @@ class Harness:
         self.bandwidth, self.contention = bandwidth, contention
         cpus = sorted(os.sched_getaffinity(0))
         self.cpu_map = {c.name: [cpus[k % len(cpus)]] for k, c in enumerate(fed.clusters)}
+        for name, ids in (cpu_map or {}).items():
+            fed.index(name)
+            if not ids or not set(ids) <= set(cpus):
+                raise FederationError(f"cpu_map[{name!r}] = {ids} must be a non-empty subset of this process's CPUs {cpus}")
         self.cpu_map.update(cpu_map or {})
         self.sup = Supervisor()
         self.ports: dict[tuple[str, str], int] = {}

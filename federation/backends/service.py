@@ -8,7 +8,8 @@ Config: ``{"name", "work_ms", "response_bytes", "cpus": [..] | null, "downstream
 Per call served (``POST /``): burn ``work_ms`` of *CPU time* of the serving thread (measured by
 ``time.thread_time``, so under contention the wall time stretches as on a busy node), then for
 each downstream edge make ``calls`` sequential calls, each to an endpoint drawn with probability
-proportional to its weight (the callee's replicas in that cluster), sending ``request_bytes`` and
+proportional to its weight (the callee's replicas in that cluster; a fractional ``calls`` makes
+``floor(calls)`` calls plus one more with probability ``calls - floor(calls)``), sending ``request_bytes`` and
 reading the callee's response, then answer with ``response_bytes``. Connections are kept alive
 per thread (HTTP/1.1). A failed downstream call answers 502, so errors propagate to the load
 generator and are counted, not hidden.
@@ -78,7 +79,9 @@ def make_handler(cfg: dict):
             for d in downstream:
                 eps = d["endpoints"]
                 body = b"x" * int(d.get("request_bytes", 0))
-                for _ in range(int(round(d.get("calls", 1)))):
+                calls = float(d.get("calls", 1))
+                n = int(calls) + (1 if rng.random() < calls - int(calls) else 0)  # fractional calls: expected value kept
+                for _ in range(n):
                     host, port, _w = rng.choices(eps, weights=[e[2] for e in eps])[0]
                     try:
                         st = pool.call(host, int(port), body)

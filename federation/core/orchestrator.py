@@ -13,8 +13,9 @@ cluster (so a PropagationPolicy names one cluster per service).
   when ``x`` is binary: the row and column sums pin the single non-zero ``y``; tighter than the
   three McCormick inequalities, Adams & Sherali, Management Science 1986).
 * :func:`plan_greedy`: greedy in call order (each service to the feasible cluster that adds the
-  least latency given the services already placed) followed by local search (single-service moves
-  and pairwise swaps until no move improves, or the time limit).
+  least latency given the services already placed) followed by local search (single-service moves,
+  ejection chains of two moves, pairwise swaps, until no move improves) and iterated local search
+  within a time limit.
 * Baselines: :func:`plan_all_in_one`; :func:`plan_karmada_static` (Karmada
   ``replicaScheduling: Divided/Weighted`` with a ``staticWeightList``);
   :func:`plan_karmada_dynamic` (Karmada ``dynamicWeight: AvailableReplicas``: weights = available
@@ -215,6 +216,9 @@ def _local_search(prob: Problem, adj, assign: np.ndarray, deadline: float) -> np
                 improved = True
         if improved:
             continue
+        improved = _ejection_pass(prob, adj, assign, load, free, deadline)
+        if improved:
+            continue
         for a, b in itertools.combinations(free, 2):  # swaps, for when capacity blocks single moves
             if time.perf_counter() > deadline:
                 break
@@ -237,12 +241,53 @@ def _local_search(prob: Problem, adj, assign: np.ndarray, deadline: float) -> np
     return assign
 
 
+def _ejection_pass(prob: Problem, adj, assign: np.ndarray, load: np.ndarray, free: list[int], deadline: float) -> bool:
+    """Ejection chains of length 2 (Glover, Discrete Applied Mathematics 1996): move ``s`` to a
+    cluster ``c`` it does not fit and eject one service ``t`` from ``c`` to a cluster it fits,
+    if the pair of moves lowers the cost. Applies the first improving chain; True if one was."""
+    freeset = set(free)
+    for s in free:
+        if time.perf_counter() > deadline:
+            return False
+        c0 = assign[s]
+        costs = _move_costs(prob, assign, s, adj)
+        for c in np.argsort(costs)[:3]:
+            c = int(c)
+            if c == c0 or costs[c] >= costs[c0] - 1e-9 or load[c] + prob.demand[s] <= prob.capacity[c] + 1e-9:
+                continue
+            d1 = costs[c] - costs[c0]
+            assign[s] = c
+            load[c0] -= prob.demand[s]; load[c] += prob.demand[s]
+            best = None
+            for t in np.flatnonzero(assign == c):
+                t = int(t)
+                if t == s or t not in freeset or load[c] - prob.demand[t] > prob.capacity[c] + 1e-9:
+                    continue
+                ct = _move_costs(prob, assign, t, adj)
+                ok = load + prob.demand[t] <= prob.capacity + 1e-9
+                ok[c] = False
+                if not ok.any():
+                    continue
+                k = int(np.argmin(np.where(ok, ct, np.inf)))
+                d = d1 + ct[k] - ct[c]
+                if d < -1e-9 and (best is None or d < best[0]):
+                    best = (d, t, k)
+            if best is not None:
+                _, t, k = best
+                assign[t] = k
+                load[c] -= prob.demand[t]; load[k] += prob.demand[t]
+                return True
+            assign[s] = c0
+            load[c] -= prob.demand[s]; load[c0] += prob.demand[s]
+    return False
+
+
 def plan_greedy(app: Application, fed: Federation, *, contention_weight: float = 1.0,
                 pinned: dict[str, str] | None = None, client: str | None = None, time_limit: float = 3.0,
-                max_stale: int = 40, seed: int = 0) -> Plan:
+                max_stale: int = 100, seed: int = 0) -> Plan:
     """Greedy in call order plus local search (moves, then swaps), started also from the best
     single cluster that can hold the whole application; then iterated local search (random
-    perturbations of 2-4 services, re-optimised) until ``max_stale`` perturbations in a row
+    perturbations of 2 to S/5 services, re-optimised) until ``max_stale`` perturbations in a row
     brought nothing or ``time_limit`` seconds passed; the best result wins (seeded by ``seed``). Raises :class:`FederationError` when greedy
     cannot fit the services (the MILP may still find a packing)."""
     prob = build_problem(app, fed, contention_weight=contention_weight, pinned=pinned, client=client)
@@ -278,7 +323,7 @@ def plan_greedy(app: Application, fed: Federation, *, contention_weight: float =
         a = best.copy()
         load = np.zeros(prob.C)
         np.add.at(load, a, prob.demand)
-        for s in rng.choice(free, size=min(len(free), int(rng.integers(2, 5))), replace=False):
+        for s in rng.choice(free, size=min(len(free), int(rng.integers(2, max(3, len(free) // 5) + 1))), replace=False):
             fits = np.flatnonzero(load + prob.demand[s] <= prob.capacity + 1e-9)
             if len(fits):
                 c = int(rng.choice(fits))

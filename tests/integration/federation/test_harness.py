@@ -99,6 +99,8 @@ def test_bad_placement_is_rejected_before_starting(no_leftovers):
         H.Harness(app, fed, {"a": {"A": 1}, "b": {"A": 1}})
     with pytest.raises(FederationError, match="unknown member cluster"):
         H.Harness(app, fed, {"a": {"A": 1}, "b": {"A": 1}, "c": {"Z": 1}})
+    with pytest.raises(FederationError, match="subset"):
+        H.Harness(app, fed, {"a": {"A": 1}, "b": {"A": 1}, "c": {"A": 1}}, cpu_map={"A": [9999]})
 
 
 @pytest.mark.parametrize("rho, expected", [(0.5, (1, 100)), (0.75, (3, 100)), (0.6, (2, 75)), (0.2, (1, 25))])
