@@ -9,10 +9,13 @@ and ``federation-benchmark``); this adds read-only helpers:
 from __future__ import annotations
 
 from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, inline_serializer
 from django.shortcuts import get_object_or_404
 from django.urls import path
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.permissions import IsAuthenticated
+from rest_framework import serializers
 from rest_framework.response import Response
 
 from federation.core.applications import get_application, known_applications
@@ -20,6 +23,15 @@ from webapp.models import Experiment
 from webapp.states import State
 
 
+_Edge = inline_serializer("FederationEdge", {"caller": serializers.CharField(), "callee": serializers.CharField(),
+                                             "calls": serializers.FloatField(), "payload_bytes": serializers.IntegerField()}, many=True)
+_App = inline_serializer("FederationApplication", {
+    "name": serializers.CharField(), "kind": serializers.CharField(), "entry": serializers.CharField(),
+    "source": serializers.CharField(), "notes": serializers.ListField(child=serializers.CharField()),
+    "services": serializers.ListField(child=serializers.CharField()), "edges": _Edge}, many=True)
+
+
+@extend_schema(responses=_App)
 @api_view(["GET"])
 @permission_classes([IsAuthenticated])
 def applications(request):
@@ -33,6 +45,7 @@ def applications(request):
     return Response(out)
 
 
+@extend_schema(responses={(200, "application/yaml"): OpenApiTypes.STR})
 @api_view(["GET"])
 @permission_classes([IsAuthenticated])
 def karmada_yaml(request, pk: int):

@@ -115,3 +115,11 @@ def test_fedbench_command_json():
                  "--no-compare", "--json", stdout=out)
     summary = json.loads(out.getvalue().strip().splitlines()[-1])
     assert summary["degradation"]["inference"]["max_latency_factor"] > 1.0
+
+
+def test_applications_endpoint_lists_derived_graphs(api):
+    body = api.get("/api/v1/federation/applications/").json()
+    by = {a["name"]: a for a in body}
+    assert set(by) == {"hotelReservation", "socialNetwork", "sockshop", "batch-training", "inference"}
+    assert {"caller": "user", "callee": "user-db", "calls": 1.0, "payload_bytes": 4096} in by["sockshop"]["edges"]
+    assert APIClient().get("/api/v1/federation/applications/").status_code in (401, 403)
