@@ -123,3 +123,19 @@ def test_applications_endpoint_lists_derived_graphs(api):
     assert set(by) == {"hotelReservation", "socialNetwork", "sockshop", "batch-training", "inference"}
     assert {"caller": "user", "callee": "user-db", "calls": 1.0, "payload_bytes": 4096} in by["sockshop"]["edges"]
     assert APIClient().get("/api/v1/federation/applications/").status_code in (401, 403)
+
+
+def test_demo_step_plans_and_runs_the_harness(user):
+    from federation.services import federation_demo
+    from webapp.demo import demo_steps
+
+    assert "federation" in [s.name for s in demo_steps()]
+    before = {p.pid for p in harness_procs()}
+    out = StringIO()
+    federation_demo(owner=user, stdout=out)
+    text = out.getvalue()
+    assert "planned hotelReservation over eu-west, westeurope, us-east" in text and "0 errors" in text
+    exp = Experiment.objects.get(kind="federation-plan", owner=user)
+    assert exp.state == State.SUCCEEDED
+    assert exp.result["federation"]["rtt_ms"][0][2] == pytest.approx(84.933)  # Skyplane eu-west-1 <-> us-east-1
+    assert {p.pid for p in harness_procs()} - before == set()
