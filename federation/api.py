@@ -1,5 +1,63 @@
-"""REST API of the federation engine, mounted under /api/v1/ by webapp.urls."""
-from rest_framework.routers import SimpleRouter
+"""REST API of the federation engine, mounted under /api/v1/federation/ by webapp.urls.
 
-router = SimpleRouter()
-urlpatterns = router.urls
+Experiments themselves are created through ``/api/v1/experiments/`` (kinds ``federation-plan``
+and ``federation-benchmark``); this adds read-only helpers:
+
+* ``GET applications/``: the application types and their derived call graphs;
+* ``GET plans/<experiment id>/karmada/``: a plan's PropagationPolicy YAML.
+"""
+from __future__ import annotations
+
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, inline_serializer
+from django.shortcuts import get_object_or_404
+from django.urls import path
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.permissions import IsAuthenticated
+from rest_framework import serializers
+from rest_framework.response import Response
+
+from federation.core.applications import get_application, known_applications
+from webapp.models import Experiment
+from webapp.states import State
+
+
+_Edge = inline_serializer("FederationEdge", {"caller": serializers.CharField(), "callee": serializers.CharField(),
+                                             "calls": serializers.FloatField(), "payload_bytes": serializers.IntegerField()}, many=True)
+_App = inline_serializer("FederationApplication", {
+    "name": serializers.CharField(), "kind": serializers.CharField(), "entry": serializers.CharField(),
+    "source": serializers.CharField(), "notes": serializers.ListField(child=serializers.CharField()),
+    "services": serializers.ListField(child=serializers.CharField()), "edges": _Edge}, many=True)
+
+
+@extend_schema(responses=_App)
+@api_view(["GET"])
+@permission_classes([IsAuthenticated])
+def applications(request):
+    """Every application type with its services, edges and derivation notes."""
+    out = []
+    for name in known_applications():
+        a = get_application(name)
+        out.append({"name": a.name, "kind": a.kind, "entry": a.entry, "source": a.source, "notes": a.notes,
+                    "services": [s.name for s in a.services],
+                    "edges": [{"caller": e.caller, "callee": e.callee, "calls": e.calls, "payload_bytes": e.payload_bytes} for e in a.edges]})
+    return Response(out)
+
+
+@extend_schema(responses={(200, "application/yaml"): OpenApiTypes.STR})
+@api_view(["GET"])
+@permission_classes([IsAuthenticated])
+def karmada_yaml(request, pk: int):
+    """The PropagationPolicy YAML of a succeeded federation-plan experiment (owner or staff)."""
+    qs = Experiment.objects.filter(kind="federation-plan", state=State.SUCCEEDED)
+    if not request.user.is_staff:
+        qs = qs.filter(owner=request.user)
+    exp = get_object_or_404(qs, pk=pk)
+    return HttpResponse(exp.result["karmada_yaml"], content_type="application/yaml")
+
+
+urlpatterns = [
+    path("applications/", applications, name="federation-applications"),
+    path("plans/<int:pk>/karmada/", karmada_yaml, name="federation-karmada"),
+]

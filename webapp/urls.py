@@ -19,5 +19,6 @@ urlpatterns = [
     path("api/v1/federation/", include("federation.api")),
     path("api/v1/", include("webapp.api")),
     path("placement/", include("placement.urls")),
+    path("federation/", include("federation.urls")),
     path("", include("webapp.dashboard_urls")),
 ]

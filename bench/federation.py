@@ -1,0 +1,109 @@
+"""Federation benchmark: prints ONE JSON line and writes bench/out/federation.csv.
+
+(a) degradation: p95 latency under swept inter-cluster RTT and injected contention, relative to
+    the centralised baseline measured in the same run, per application type (harness, real
+    processes; Lindsay et al. found up to 8.7x from latency and 12.0x from contention);
+(b) orchestrator: measured p95 of the orchestrator's plan against each baseline's plan, same
+    scenario (three member clusters with Skyplane latencies: users in aws:eu-west-1 whose
+    1-core home cluster cannot hold the application, azure:westeurope 4 cores, aws:us-east-1
+    16 cores), runs interleaved, median over rounds;
+(c) planning time of greedy + local search for 50 member clusters x 100 services (seeded random
+    instance), and the MILP against greedy on a mid-size instance.
+
+Usage: nice -n 10 python bench/federation.py [--quick] [--rounds N] [--duration S]
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from federation.backends.scenarios import compare_plans, degradation_sweep  # noqa: E402
+from federation.core import orchestrator as orch  # noqa: E402
+from federation.core.synthetic import random_application, random_federation  # noqa: E402
+
+
+def planning(seed: int = 0) -> list[dict]:
+    rows = []
+    rng = np.random.default_rng(seed)
+    fed = random_federation(rng, 50)
+    app = random_application(rng, 100)
+    t = time.perf_counter()
+    g = orch.plan_greedy(app, fed, client="c0")
+    secs = time.perf_counter() - t
+    base = {n: f(app, fed, client="c0").cost.total_ms for n, f in orch.BASELINES.items()}
+    rows.append({"part": "planning", "case": "50x100", "method": "greedy+local-search", "seconds": secs, "expected_ms": g.cost.total_ms,
+                 **{f"{n}_expected_ms": v for n, v in base.items()}})
+    rng = np.random.default_rng(seed + 1)
+    fed = random_federation(rng, 5, capacity_range=(4.0, 8.0), max_contention=0.5)
+    app = random_application(rng, 15, cpu_range=(0.1, 0.5), max_replicas=2)
+    for name, fn in (("milp", orch.plan_milp), ("greedy+local-search", orch.plan_greedy)):
+        t = time.perf_counter()
+        p = fn(app, fed, client="c0")
+        rows.append({"part": "planning", "case": "5x15", "method": name, "seconds": time.perf_counter() - t, "expected_ms": p.cost.total_ms})
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="fewer points (about 2 minutes)")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--duration", type=float, default=2.5)
+    a = ap.parse_args()
+    t0 = time.time()
+    plan_rows = planning()
+    deg_apps = ["hotelReservation", "batch-training", "inference"]
+    cmp_apps = ["hotelReservation", "sockshop", "inference"]
+    lats = [0.0, 20.0, 50.0] if a.quick else [0.0, 10.0, 25.0, 50.0, 100.0]
+    cons = [0.0, 0.5, 0.8] if a.quick else [0.0, 0.25, 0.5, 0.75, 0.9]
+    deg = degradation_sweep(deg_apps, latencies_ms=lats, contentions=cons, rate_rps=4.0, duration_s=a.duration)
+    comps = [compare_plans(x, rate_rps=4.0, duration_s=a.duration, rounds=a.rounds) for x in cmp_apps]
+
+    out = ROOT / "bench" / "out"
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "federation.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["part", "app", "kind", "sweep_or_method", "x", "p50_ms", "p95_ms", "factor_or_expected_ms", "seconds"])
+        for r in deg:
+            w.writerow(["degradation", r["app"], r["kind"], r["sweep"], r["x"], round(r["p50_ms"], 3), round(r["p95_ms"], 3), round(r["factor"], 4), ""])
+        for c in comps:
+            for m, v in c["measured"].items():
+                w.writerow(["comparison", c["app"], c["kind"], m, "", round(v["p50_ms"], 3), round(v["p95_ms"], 3),
+                            round(c["plans"][m]["cost"]["total_ms"], 3), ""])
+        for r in plan_rows:
+            w.writerow(["planning", r["case"], "", r["method"], "", "", "", round(r["expected_ms"], 3), round(r["seconds"], 4)])
+
+    factors: dict[str, dict] = {}
+    for r in deg:
+        d = factors.setdefault(r["app"], {"kind": r["kind"], "latency_max": 0.0, "contention_max": 0.0})
+        k = "latency_max" if r["sweep"] == "latency" else "contention_max"
+        d[k] = round(max(d[k], r["factor"]), 3)
+    summary = {
+        "bench": "federation",
+        "degradation_factor": factors,
+        "comparison_p95_ms": {c["app"]: {m: round(v["p95_ms"], 1) for m, v in c["measured"].items()} for c in comps},
+        "orchestrator_lowest_p95": {c["app"]: c["orchestrator_best"] for c in comps},
+        "orchestrator_vs_best_baseline_p95_ratio": {
+            c["app"]: round(c["measured"]["orchestrator"]["p95_ms"] / min(v["p95_ms"] for m, v in c["measured"].items() if m != "orchestrator"), 3)
+            for c in comps},
+        "planning_50x100_seconds": round(plan_rows[0]["seconds"], 3),
+        "planning_50x100_expected_ms": {"greedy": round(plan_rows[0]["expected_ms"], 1),
+                                        **{k[:-12]: round(v, 1) for k, v in plan_rows[0].items() if k.endswith("_expected_ms")}},
+        "milp_vs_greedy_5x15_expected_ms": {r["method"]: round(r["expected_ms"], 3) for r in plan_rows[1:]},
+        "milp_5x15_seconds": round(plan_rows[1]["seconds"], 3),
+        "rounds": a.rounds, "duration_s": a.duration, "wall_seconds": round(time.time() - t0, 1),
+        "csv": str((out / "federation.csv").relative_to(ROOT)),
+    }
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()

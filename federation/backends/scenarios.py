@@ -1,0 +1,142 @@
+"""Harness scenarios: the degradation sweep of the study and the orchestrator-vs-baselines run.
+
+* :func:`degradation_sweep` (Lindsay et al., IEEE JCC 2021, section V): per application type,
+  p95 latency against a centralised baseline (all services in one uncontended cluster), when
+  (a) the application is spread over two member clusters by Karmada static equal weights and the
+  link between them has RTT ``L`` (latency sweep), and (b) it stays in one cluster whose CPU set
+  carries injected contention ``rho`` (contention sweep). Degradation factor = p95 / p95 of the
+  centralised baseline measured in the same run.
+* :func:`compare_plans`: the orchestrator's plan and every baseline's plan deployed in turn on
+  the same federation, same load, measured p95.
+
+Both drive real processes through :class:`federation.backends.harness.Harness`.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from federation.backends.harness import run_scenario
+from federation.core import orchestrator as orch
+from federation.core.applications import get_application
+from federation.core.model import Application, Federation, FederationError, MemberCluster
+from federation.core.network import federation_from_skyplane
+
+Progress = Callable[[float, str], None]
+
+# scaling so every application type runs in a few seconds on a small machine: batch training's
+# ~195 MiB gradient becomes ~20 KiB, its 50 ms steps 5 ms.
+SCALES = {"batch-training": {"payload_scale": 1e-4, "work_scale": 0.1}}
+
+# the comparison federation: users in eu-west-1 where the small home cluster cannot hold the
+# application; a nearby cluster (westeurope) and a large hub across the Atlantic (us-east-1).
+COMPARISON_CLUSTERS = [
+    MemberCluster("home", 1.0, 0.0, "aws:eu-west-1"),
+    MemberCluster("near", 4.0, 0.0, "azure:westeurope"),
+    MemberCluster("hub", 16.0, 0.0, "aws:us-east-1"),
+]
+COMPARISON_CPU_MAP = {"home": [0], "near": [1], "hub": [1]}
+
+
+def scaled_application(app: Application, *, work_scale: float = 1.0, payload_scale: float = 1.0) -> Application:
+    """A copy of ``app`` with CPU work and payloads multiplied (what the harness runs), so plans
+    are made for the application that is actually measured."""
+    from dataclasses import replace
+
+    return Application(app.name, [replace(s, work_ms=s.work_ms * work_scale) for s in app.services],
+                       [replace(e, payload_bytes=int(e.payload_bytes * payload_scale)) for e in app.edges],
+                       app.entry, app.kind, app.source, list(app.notes))
+
+
+def _rate(app: Application, rate_rps: float, scale: dict) -> float:
+    visits = app.visits()
+    cpu_ms = sum(visits[s.name] * s.work_ms for s in app.services) * scale.get("work_scale", 1.0)
+    return float(min(rate_rps, max(0.5, 300.0 / max(cpu_ms, 1e-3))))  # keep CPU use under ~30 % of a core
+
+
+def degradation_sweep(app_names: list[str], *, latencies_ms: list[float] = (0.0, 20.0, 50.0),
+                      contentions: list[float] = (0.0, 0.5, 0.8), rate_rps: float = 4.0, duration_s: float = 2.0,
+                      warmup_s: float = 0.3, progress: Progress | None = None) -> list[dict]:
+    """Rows ``{app, kind, sweep: "latency"|"contention", x, p50_ms, p95_ms, central_p95_ms,
+    factor, errors}``; ``x`` is RTT in ms or contention 0-1."""
+    for c in contentions:
+        if not 0.0 <= c < 1.0:
+            raise FederationError(f"contention must be in [0, 1), got {c}")
+    if any(l < 0 for l in latencies_ms):
+        raise FederationError("latencies must be >= 0 ms")
+    apps = [get_application(n) for n in app_names]
+    total = len(apps) * (1 + len(latencies_ms) + len(contentions))
+    done = 0
+    rows: list[dict] = []
+
+    def tick(msg: str) -> None:
+        nonlocal done
+        done += 1
+        if progress:
+            progress(100.0 * done / total, msg)
+
+    for app in apps:
+        sc = SCALES.get(app.name, {})
+        rate = _rate(app, rate_rps, sc)
+        one = {s.name: {"A": s.replicas} for s in app.services}
+
+        def fed2(rtt: float, rho: float = 0.0) -> Federation:
+            return Federation([MemberCluster("A", 64.0, rho), MemberCluster("B", 64.0)], [[0.0, rtt], [rtt, 0.0]],
+                              [[1e4, 1e4], [1e4, 1e4]])
+
+        kw = dict(rate_rps=rate, duration_s=duration_s, warmup_s=warmup_s, client="A", cpu_map={"A": [0], "B": [1]}, **sc)
+        central = run_scenario(app, fed2(0.0), one, **kw)
+        tick(f"{app.name}: centralised p95 {central.p95_ms:.1f} ms")
+        for L in latencies_ms:
+            f = fed2(L)
+            spread = orch.plan_karmada_static(app, f).replicas
+            r = run_scenario(app, f, spread, **kw)
+            rows.append({"app": app.name, "kind": app.kind, "sweep": "latency", "x": L, "p50_ms": r.p50_ms, "p95_ms": r.p95_ms,
+                         "central_p95_ms": central.p95_ms, "factor": r.p95_ms / central.p95_ms, "errors": r.errors})
+            tick(f"{app.name}: RTT {L:g} ms -> x{rows[-1]['factor']:.2f}")
+        for rho in contentions:
+            r = run_scenario(app, fed2(0.0, rho), one, **kw)
+            rows.append({"app": app.name, "kind": app.kind, "sweep": "contention", "x": rho, "p50_ms": r.p50_ms, "p95_ms": r.p95_ms,
+                         "central_p95_ms": central.p95_ms, "factor": r.p95_ms / central.p95_ms, "errors": r.errors})
+            tick(f"{app.name}: contention {rho:g} -> x{rows[-1]['factor']:.2f}")
+    return rows
+
+
+def comparison_federation() -> Federation:
+    """The three-member federation of :data:`COMPARISON_CLUSTERS` with Skyplane links."""
+    return federation_from_skyplane(COMPARISON_CLUSTERS)
+
+
+def compare_plans(app_name: str, *, fed: Federation | None = None, client: str = "home",
+                  cpu_map: dict[str, list[int]] | None = None, rate_rps: float = 4.0, duration_s: float = 3.0,
+                  warmup_s: float = 0.3, rounds: int = 1, progress: Progress | None = None) -> dict:
+    """Plan ``app_name`` with the orchestrator and every baseline on ``fed`` (default
+    :func:`comparison_federation`), run each plan in the harness ``rounds`` times (interleaved;
+    the median p95 counts) and return ``{app, plans: {method: plan dict}, measured: {method:
+    {p50_ms, p95_ms, errors, runs}}, orchestrator_best: bool}``."""
+    fed = fed or comparison_federation()
+    cpu_map = cpu_map if cpu_map is not None else (COMPARISON_CPU_MAP if fed.names == [c.name for c in COMPARISON_CLUSTERS] else None)
+    app = get_application(app_name)
+    sc = SCALES.get(app.name, {})
+    app = scaled_application(app, **sc)
+    plans = {"orchestrator": orch.plan(app, fed, client=client)}
+    for name, fn in orch.BASELINES.items():
+        plans[name] = fn(app, fed, client=client)
+    rate = _rate(app, rate_rps, {})
+    runs: dict[str, list] = {m: [] for m in plans}
+    total = rounds * len(plans)
+    k = 0
+    for rnd in range(rounds):
+        for m, p in plans.items():
+            r = run_scenario(app, fed, p.replicas, client=client, cpu_map=cpu_map, rate_rps=rate, duration_s=duration_s,
+                             warmup_s=warmup_s, seed=rnd)
+            runs[m].append(r.as_dict())
+            k += 1
+            if progress:
+                progress(100.0 * k / total, f"{app.name} {m}: p95 {r.p95_ms:.1f} ms")
+    measured = {m: {"p50_ms": float(np.median([r["p50_ms"] for r in rs])), "p95_ms": float(np.median([r["p95_ms"] for r in rs])),
+                    "errors": int(sum(r["errors"] for r in rs)), "runs": rs} for m, rs in runs.items()}
+    best = all(measured["orchestrator"]["p95_ms"] < measured[m]["p95_ms"] for m in plans if m != "orchestrator")
+    return {"app": app.name, "kind": app.kind, "client": client, "rate_rps": rate, "federation": fed.names,
+            "plans": {m: p.as_dict() for m, p in plans.items()}, "measured": measured, "orchestrator_best": best}

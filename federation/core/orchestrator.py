@@ -1,0 +1,438 @@
+"""Inter-cluster aware placement of an application's services on member clusters.
+
+Objective: minimise the expected end-to-end latency of one user request
+(:mod:`federation.core.cost`: call-graph edges weighted by inter-cluster RTT plus payload over
+bandwidth, times calls per request, plus compute stretched by each cluster's contention), subject
+to each cluster's available cores. The orchestrator keeps all replicas of a service in one member
+cluster (so a PropagationPolicy names one cluster per service).
+
+* :func:`plan_milp`: exact, a mixed-integer programme solved by HiGHS through
+  ``scipy.optimize.milp``. Binary ``x[s,c]`` (service s in cluster c); the pairwise co-location
+  product ``x[u,i] x[v,j]`` of each edge is linearised with continuous ``y[e,i,j] >= 0`` and the
+  transportation constraints ``sum_j y[e,i,j] = x[u,i]``, ``sum_i y[e,i,j] = x[v,j]`` (exact
+  when ``x`` is binary: the row and column sums pin the single non-zero ``y``; tighter than the
+  three McCormick inequalities, Adams & Sherali, Management Science 1986).
+* :func:`plan_greedy`: greedy in call order (each service to the feasible cluster that adds the
+  least latency given the services already placed) followed by local search (single-service moves,
+  ejection chains of two moves, pairwise swaps, until no move improves) and iterated local search
+  within a time limit.
+* Baselines: :func:`plan_all_in_one`; :func:`plan_karmada_static` (Karmada
+  ``replicaScheduling: Divided/Weighted`` with a ``staticWeightList``);
+  :func:`plan_karmada_dynamic` (Karmada ``dynamicWeight: AvailableReplicas``: weights = available
+  cores). Karmada's division: ``floor(replicas * w / sum w)`` each, remainders one by one to the
+  largest fractional parts (Karmada ``pkg/util/helper/binding.go``); ties are broken by rotating
+  the cluster order per service, so single-replica services spread over the clusters instead of
+  all landing in the first one.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .cost import CostBreakdown, Problem, assignment_matrix, build_problem, evaluate
+from .model import Application, Federation, FederationError
+
+
+@dataclass
+class Plan:
+    """A placement: ``replicas[service][cluster] = count`` (clusters with 0 omitted).
+
+    ``method``: which planner made it; ``cost``: its expected latency breakdown (ms);
+    ``explanation``: per-service text; ``solve_seconds``: wall time of planning.
+    """
+
+    app_name: str
+    method: str
+    replicas: dict[str, dict[str, int]]
+    cost: CostBreakdown
+    explanation: dict[str, str] = field(default_factory=dict)
+    solve_seconds: float = 0.0
+    optimal: bool = False
+
+    def fractions(self, prob: Problem) -> np.ndarray:
+        names = prob.fed.names
+        F = np.zeros((prob.S, prob.C))
+        for s, svc in enumerate(prob.app.services):
+            reps = self.replicas[svc.name]
+            tot = sum(reps.values())
+            for c, n in reps.items():
+                F[s, names.index(c)] = n / tot
+        return F
+
+    def clusters_of(self, service: str) -> list[str]:
+        return sorted(self.replicas[service])
+
+    def as_dict(self) -> dict:
+        return {"app": self.app_name, "method": self.method, "replicas": self.replicas, "cost": self.cost.as_dict(),
+                "explanation": self.explanation, "solve_seconds": self.solve_seconds, "optimal": self.optimal}
+
+
+def _plan_from_assign(prob: Problem, assign: np.ndarray, method: str, secs: float, optimal: bool = False) -> Plan:
+    names = prob.fed.names
+    reps = {s.name: {names[int(assign[i])]: s.replicas} for i, s in enumerate(prob.app.services)}
+    plan = Plan(prob.app.name, method, reps, evaluate(prob, assignment_matrix(assign, prob.C)), solve_seconds=secs, optimal=optimal)
+    plan.explanation = explain(prob, assign)
+    return plan
+
+
+def _move_costs(prob: Problem, assign: np.ndarray, s: int, adj: list[list[tuple[int, float, float, bool]]]) -> np.ndarray:
+    """``(C,)`` latency terms that depend on service ``s``'s cluster, others fixed at ``assign``."""
+    v = prob.unary[s].copy()
+    rtt, ibw = prob.fed.rtt_ms, prob.inv_bw_ms_per_byte
+    for t, w, p, out in adj[s]:
+        c = assign[t]
+        if c < 0:
+            continue
+        v += w * ((rtt[:, c] + p * ibw[:, c]) if out else (rtt[c, :] + p * ibw[c, :]))
+    return v
+
+
+def _adjacency(prob: Problem) -> list[list[tuple[int, float, float, bool]]]:
+    adj: list[list[tuple[int, float, float, bool]]] = [[] for _ in range(prob.S)]
+    for u, v, w, p in prob.edges:
+        adj[u].append((v, w, p, True))
+        adj[v].append((u, w, p, False))
+    return adj
+
+
+def explain(prob: Problem, assign: np.ndarray) -> dict[str, str]:
+    """Per service: chosen cluster, its compute (with contention) and network terms, and what
+    the best other cluster would cost (others held fixed), or why it is pinned."""
+    adj = _adjacency(prob)
+    names = prob.fed.names
+    out = {}
+    for s, svc in enumerate(prob.app.services):
+        c = int(assign[s])
+        costs = _move_costs(prob, assign, s, adj)
+        comp = prob.unary[s, c]
+        msg = (f"{names[c]}: compute {comp:.2f} ms/request (contention {prob.fed.clusters[c].contention:.2f}, "
+               f"penalty {prob.penalty[s, c]:.2f} ms), calls to/from neighbours {costs[c] - comp:.2f} ms")
+        if s in prob.pinned:
+            msg += "; pinned here"
+        elif prob.C > 1:
+            others = [k for k in range(prob.C) if k != c]
+            k = min(others, key=lambda k: costs[k])
+            load = sum(prob.demand[t] for t in range(prob.S) if assign[t] == k and t != s)
+            fits = load + prob.demand[s] <= prob.capacity[k] + 1e-9
+            msg += f"; next best {names[k]} would add {costs[k] - costs[c]:+.2f} ms" + ("" if fits else " and does not fit its capacity")
+        out[svc.name] = msg
+    return out
+
+
+def _check_fit(prob: Problem) -> None:
+    if prob.demand.sum() > prob.capacity.sum() + 1e-9:
+        raise FederationError(f"application {prob.app.name!r} needs {prob.demand.sum():.2f} cores; "
+                              f"the federation has {prob.capacity.sum():.2f} available")
+    for s, c in prob.pinned.items():
+        if prob.demand[s] > prob.capacity[c] + 1e-9:
+            raise FederationError(f"pinned service {prob.app.services[s].name!r} does not fit cluster {prob.fed.names[c]!r}")
+
+
+def plan_milp(app: Application, fed: Federation, *, contention_weight: float = 1.0,
+              pinned: dict[str, str] | None = None, client: str | None = None, time_limit: float = 60.0) -> Plan:
+    """Exact placement by MILP (HiGHS). Variables: ``S*C`` binaries plus ``E*C*C`` continuous.
+    Raises :class:`FederationError` when no placement fits the capacities or the solver fails."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import coo_matrix
+
+    prob = build_problem(app, fed, contention_weight=contention_weight, pinned=pinned, client=client)
+    _check_fit(prob)
+    t0 = time.perf_counter()
+    S, C, E = prob.S, prob.C, len(prob.edges)
+    nx = S * C
+    n = nx + E * C * C
+    cost = np.zeros(n)
+    cost[:nx] = prob.unary.ravel()
+    for e, (u, v, w, p) in enumerate(prob.edges):
+        cost[nx + e * C * C: nx + (e + 1) * C * C] = w * prob.link_ms(p).ravel()
+    rows, cols, vals, lo, hi = [], [], [], [], []
+    r = 0
+    for s in range(S):  # each service in exactly one cluster
+        rows += [r] * C; cols += [s * C + c for c in range(C)]; vals += [1.0] * C; lo.append(1); hi.append(1); r += 1
+    for c in range(C):  # capacity
+        rows += [r] * S; cols += [s * C + c for s in range(S)]; vals += list(prob.demand); lo.append(-np.inf); hi.append(prob.capacity[c]); r += 1
+    for e, (u, v, _, _) in enumerate(prob.edges):
+        base = nx + e * C * C
+        for i in range(C):  # sum_j y[e,i,j] = x[u,i]
+            rows += [r] * (C + 1); cols += [base + i * C + j for j in range(C)] + [u * C + i]; vals += [1.0] * C + [-1.0]
+            lo.append(0); hi.append(0); r += 1
+        for j in range(C):  # sum_i y[e,i,j] = x[v,j]
+            rows += [r] * (C + 1); cols += [base + i * C + j for i in range(C)] + [v * C + j]; vals += [1.0] * C + [-1.0]
+            lo.append(0); hi.append(0); r += 1
+    A = coo_matrix((vals, (rows, cols)), shape=(r, n)).tocsr()
+    lb, ub = np.zeros(n), np.ones(n)
+    ub[nx:] = np.inf
+    for s, c in prob.pinned.items():
+        ub[s * C: (s + 1) * C] = 0.0
+        ub[s * C + c] = lb[s * C + c] = 1.0
+    integrality = np.zeros(n)
+    integrality[:nx] = 1
+    res = milp(cost, constraints=LinearConstraint(A, lo, hi), integrality=integrality, bounds=Bounds(lb, ub),
+               options={"time_limit": time_limit, "mip_rel_gap": 1e-9})
+    if res.x is None:
+        raise FederationError(f"MILP found no placement: {res.message}")
+    assign = res.x[:nx].reshape(S, C).argmax(axis=1)
+    return _plan_from_assign(prob, assign, "milp", time.perf_counter() - t0, optimal=res.status == 0)
+
+
+def _greedy_assign(prob: Problem, adj, order: list[int]) -> np.ndarray | None:
+    assign = -np.ones(prob.S, dtype=int)
+    load = np.zeros(prob.C)
+    for s, c in prob.pinned.items():
+        assign[s] = c
+        load[c] += prob.demand[s]
+    for s in order:
+        if assign[s] >= 0:
+            continue
+        costs = _move_costs(prob, assign, s, adj)
+        costs[load + prob.demand[s] > prob.capacity + 1e-9] = np.inf
+        c = int(np.argmin(costs))
+        if not np.isfinite(costs[c]):
+            return None
+        assign[s] = c
+        load[c] += prob.demand[s]
+    return assign
+
+
+def _local_search(prob: Problem, adj, assign: np.ndarray, deadline: float) -> np.ndarray:
+    load = np.zeros(prob.C)
+    np.add.at(load, assign, prob.demand)
+    free = [s for s in range(prob.S) if s not in prob.pinned]
+    improved = True
+    while improved and time.perf_counter() < deadline:
+        improved = False
+        for s in free:  # single moves
+            costs = _move_costs(prob, assign, s, adj)
+            c0 = assign[s]
+            ok = load + prob.demand[s] <= prob.capacity + 1e-9
+            ok[c0] = True
+            costs[~ok] = np.inf
+            c = int(np.argmin(costs))
+            if costs[c] < costs[c0] - 1e-9:
+                load[c0] -= prob.demand[s]; load[c] += prob.demand[s]; assign[s] = c
+                improved = True
+        if improved:
+            continue
+        improved = _ejection_pass(prob, adj, assign, load, free, deadline)
+        if improved:
+            continue
+        for a, b in itertools.combinations(free, 2):  # swaps, for when capacity blocks single moves
+            if time.perf_counter() > deadline:
+                break
+            ca, cb = assign[a], assign[b]
+            if ca == cb:
+                continue
+            if (load[cb] - prob.demand[b] + prob.demand[a] > prob.capacity[cb] + 1e-9
+                    or load[ca] - prob.demand[a] + prob.demand[b] > prob.capacity[ca] + 1e-9):
+                continue
+            before = _move_costs(prob, assign, a, adj)[ca] + _move_costs(prob, assign, b, adj)[cb]
+            shared = sum(w * (prob.link_ms(p)[ca, cb] if out else prob.link_ms(p)[cb, ca]) for t, w, p, out in adj[a] if t == b)
+            assign[a], assign[b] = cb, ca
+            after = _move_costs(prob, assign, a, adj)[cb] + _move_costs(prob, assign, b, adj)[ca]
+            shared2 = sum(w * (prob.link_ms(p)[cb, ca] if out else prob.link_ms(p)[ca, cb]) for t, w, p, out in adj[a] if t == b)
+            if after - shared2 < before - shared - 1e-9:
+                load[ca] += prob.demand[b] - prob.demand[a]; load[cb] += prob.demand[a] - prob.demand[b]
+                improved = True
+                break
+            assign[a], assign[b] = ca, cb
+    return assign
+
+
+def _ejection_pass(prob: Problem, adj, assign: np.ndarray, load: np.ndarray, free: list[int], deadline: float) -> bool:
+    """Ejection chains of length 2 (Glover, Discrete Applied Mathematics 1996): move ``s`` to a
+    cluster ``c`` it does not fit and eject one service ``t`` from ``c`` to a cluster it fits,
+    if the pair of moves lowers the cost. Applies the first improving chain; True if one was."""
+    freeset = set(free)
+    for s in free:
+        if time.perf_counter() > deadline:
+            return False
+        c0 = assign[s]
+        costs = _move_costs(prob, assign, s, adj)
+        for c in np.argsort(costs)[:3]:
+            c = int(c)
+            if c == c0 or costs[c] >= costs[c0] - 1e-9 or load[c] + prob.demand[s] <= prob.capacity[c] + 1e-9:
+                continue
+            d1 = costs[c] - costs[c0]
+            assign[s] = c
+            load[c0] -= prob.demand[s]; load[c] += prob.demand[s]
+            best = None
+            for t in np.flatnonzero(assign == c):
+                t = int(t)
+                if t == s or t not in freeset or load[c] - prob.demand[t] > prob.capacity[c] + 1e-9:
+                    continue
+                ct = _move_costs(prob, assign, t, adj)
+                ok = load + prob.demand[t] <= prob.capacity + 1e-9
+                ok[c] = False
+                if not ok.any():
+                    continue
+                k = int(np.argmin(np.where(ok, ct, np.inf)))
+                d = d1 + ct[k] - ct[c]
+                if d < -1e-9 and (best is None or d < best[0]):
+                    best = (d, t, k)
+            if best is not None:
+                _, t, k = best
+                assign[t] = k
+                load[c] -= prob.demand[t]; load[k] += prob.demand[t]
+                return True
+            assign[s] = c0
+            load[c] -= prob.demand[s]; load[c0] += prob.demand[s]
+    return False
+
+
+def plan_greedy(app: Application, fed: Federation, *, contention_weight: float = 1.0,
+                pinned: dict[str, str] | None = None, client: str | None = None, time_limit: float = 3.0,
+                max_stale: int = 100, seed: int = 0) -> Plan:
+    """Greedy in call order plus local search (moves, then swaps), started also from the best
+    single cluster that can hold the whole application; then iterated local search (random
+    perturbations of 2 to S/5 services, re-optimised) until ``max_stale`` perturbations in a row
+    brought nothing or ``time_limit`` seconds passed; the best result wins (seeded by ``seed``). Raises :class:`FederationError` when greedy
+    cannot fit the services (the MILP may still find a packing)."""
+    prob = build_problem(app, fed, contention_weight=contention_weight, pinned=pinned, client=client)
+    _check_fit(prob)
+    t0 = time.perf_counter()
+    deadline = t0 + time_limit
+    adj = _adjacency(prob)
+    idx = {n: i for i, n in enumerate(app.names)}
+    order = [idx[n] for n in app.topological_order()]
+    starts = []
+    g = _greedy_assign(prob, adj, order)
+    if g is not None:
+        starts.append(g)
+    total = prob.demand.sum()
+    for c in np.argsort(prob.unary.sum(axis=0)):
+        if total <= prob.capacity[c] + 1e-9 and all(pc == c for pc in prob.pinned.values()):
+            starts.append(np.full(prob.S, int(c)))
+            break
+    if not starts:
+        raise FederationError("greedy placement could not fit every service; try the MILP planner")
+    best, best_cost = None, np.inf
+    for st in starts:
+        a = _local_search(prob, adj, st.copy(), deadline)
+        cst = evaluate(prob, assignment_matrix(a, prob.C)).total_ms
+        if cst < best_cost:
+            best, best_cost = a, cst
+    # iterated local search (Lourenco, Martin & Stuetzle, Handbook of Metaheuristics 2003):
+    # move a few random services to random clusters that fit, re-optimise, keep if better.
+    rng = np.random.default_rng(seed)
+    free = [s for s in range(prob.S) if s not in prob.pinned]
+    stale = 0
+    while free and stale < max_stale and time.perf_counter() < deadline:
+        a = best.copy()
+        load = np.zeros(prob.C)
+        np.add.at(load, a, prob.demand)
+        for s in rng.choice(free, size=min(len(free), int(rng.integers(2, max(3, len(free) // 5) + 1))), replace=False):
+            fits = np.flatnonzero(load + prob.demand[s] <= prob.capacity + 1e-9)
+            if len(fits):
+                c = int(rng.choice(fits))
+                load[a[s]] -= prob.demand[s]; load[c] += prob.demand[s]; a[s] = c
+        a = _local_search(prob, adj, a, deadline)
+        cst = evaluate(prob, assignment_matrix(a, prob.C)).total_ms
+        if cst < best_cost - 1e-9:
+            best, best_cost, stale = a, cst, 0
+        else:
+            stale += 1
+    return _plan_from_assign(prob, best, "greedy+local-search", time.perf_counter() - t0)
+
+
+def plan(app: Application, fed: Federation, *, method: str = "auto", exact_limit: int = 4000, **kw) -> Plan:
+    """Plan with ``method`` ``"milp"``, ``"greedy"`` or ``"auto"`` (MILP when the programme has at
+    most ``exact_limit`` variables ``S*C + E*C^2``, else greedy + local search)."""
+    if method == "milp":
+        return plan_milp(app, fed, **kw)
+    if method == "greedy":
+        return plan_greedy(app, fed, **kw)
+    if method != "auto":
+        raise FederationError(f"unknown planning method {method!r}; use milp, greedy or auto")
+    C = len(fed.clusters)
+    size = len(app.services) * C + len(app.edges) * C * C
+    return plan_milp(app, fed, **kw) if size <= exact_limit else plan_greedy(app, fed, **kw)
+
+
+# ---- baselines ------------------------------------------------------------------------------
+
+def karmada_divide(replicas: int, weights: list[float], rotate: int = 0) -> list[int]:
+    """Divide ``replicas`` over clusters by ``weights`` (Karmada's weighted division): each gets
+    ``floor(replicas * w / W)``, the rest go one each to the largest fractional parts, ties
+    broken by cluster order rotated by ``rotate``. Raises :class:`FederationError` for
+    negative weights or all-zero weights."""
+    w = np.asarray(weights, float)
+    if np.any(w < 0) or w.sum() <= 0:
+        raise FederationError(f"weights must be >= 0 and not all zero, got {list(weights)}")
+    exact = replicas * w / w.sum()
+    base = np.floor(exact + 1e-9).astype(int)
+    rest = replicas - int(base.sum())
+    C = len(w)
+    order = sorted(range(C), key=lambda i: (-(exact[i] - base[i]), -w[i], (i - rotate) % C))
+    for i in order[:rest]:
+        base[i] += 1
+    return [int(x) for x in base]
+
+
+def _plan_from_counts(prob: Problem, counts: np.ndarray, method: str, why: str) -> Plan:
+    names = prob.fed.names
+    reps = {s.name: {names[c]: int(counts[i, c]) for c in range(prob.C) if counts[i, c] > 0} for i, s in enumerate(prob.app.services)}
+    F = counts / counts.sum(axis=1, keepdims=True)
+    return Plan(prob.app.name, method, reps, evaluate(prob, F), {s.name: why for s in prob.app.services})
+
+
+def plan_all_in_one(app: Application, fed: Federation, *, cluster: str | None = None, contention_weight: float = 1.0, client: str | None = None) -> Plan:
+    """Everything in one cluster, capacity ignored (``cost.overload_cores`` shows any
+    overcommit). Default cluster: the client's when the whole application fits there, else the
+    one with the most available cores (the 'hub' a centralised deployment would use)."""
+    prob = build_problem(app, fed, contention_weight=contention_weight, client=client)
+    if cluster:
+        c = fed.index(cluster)
+    elif client and prob.demand.sum() <= prob.capacity[fed.index(client)] + 1e-9:
+        c = fed.index(client)
+    else:
+        c = int(np.argmax(prob.capacity))
+    counts = np.zeros((prob.S, prob.C), int)
+    counts[:, c] = [s.replicas for s in app.services]
+    return _plan_from_counts(prob, counts, "all-in-one", f"centralised in {fed.names[c]}")
+
+
+def plan_karmada_static(app: Application, fed: Federation, *, weights: dict[str, float] | None = None,
+                        contention_weight: float = 1.0, client: str | None = None) -> Plan:
+    """Karmada static weights (default: equal weights for every member)."""
+    prob = build_problem(app, fed, contention_weight=contention_weight, client=client)
+    w = [float((weights or {}).get(n, 1.0)) for n in fed.names]
+    for k in weights or {}:
+        fed.index(k)
+    counts = np.array([karmada_divide(s.replicas, w, i) for i, s in enumerate(app.services)])
+    return _plan_from_counts(prob, counts, "karmada-static", f"static weights {dict(zip(fed.names, w))}")
+
+
+def plan_karmada_dynamic(app: Application, fed: Federation, *, contention_weight: float = 1.0, client: str | None = None) -> Plan:
+    """Karmada dynamic weights by available capacity (cores not taken by contention)."""
+    prob = build_problem(app, fed, contention_weight=contention_weight, client=client)
+    w = [round(c.available_cores, 6) for c in fed.clusters]
+    counts = np.array([karmada_divide(s.replicas, w, i) for i, s in enumerate(app.services)])
+    return _plan_from_counts(prob, counts, "karmada-dynamic", f"weights = available cores {dict(zip(fed.names, w))}")
+
+
+BASELINES = {"all-in-one": plan_all_in_one, "karmada-static": plan_karmada_static, "karmada-dynamic": plan_karmada_dynamic}
+
+
+def brute_force(app: Application, fed: Federation, *, contention_weight: float = 1.0,
+                pinned: dict[str, str] | None = None, client: str | None = None) -> tuple[float, np.ndarray]:
+    """Exhaustive search over all ``C**S`` whole-service assignments that fit (tests only);
+    returns ``(best total ms, assignment)``; raises :class:`FederationError` if none fits."""
+    prob = build_problem(app, fed, contention_weight=contention_weight, pinned=pinned, client=client)
+    best, arg = np.inf, None
+    for a in itertools.product(range(prob.C), repeat=prob.S):
+        a = np.array(a)
+        if any(a[s] != c for s, c in prob.pinned.items()):
+            continue
+        load = np.zeros(prob.C)
+        np.add.at(load, a, prob.demand)
+        if np.any(load > prob.capacity + 1e-9):
+            continue
+        cst = evaluate(prob, assignment_matrix(a, prob.C)).total_ms
+        if cst < best:
+            best, arg = cst, a
+    if arg is None:
+        raise FederationError("no assignment fits")
+    return best, arg

@@ -1,0 +1,41 @@
+"""Federation dashboard: latency heatmap, degradation curves per application type, the plan."""
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import render
+
+from . import figures, selectors
+
+
+def _html(fig, div_id: str) -> str:
+    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False})
+
+
+@login_required
+def dashboard(request):
+    """The latest federation plan and benchmark the user may see; without a plan, the links of
+    the benchmark's comparison federation (Skyplane measurements)."""
+    plan_exp = selectors.latest_plan(user=request.user)
+    bench_exp = selectors.latest_benchmark(user=request.user)
+    ctx: dict = {"plan_exp": plan_exp, "bench_exp": bench_exp}
+    if plan_exp:
+        r = plan_exp.result
+        fed = r["federation"]
+        ctx["heatmap"] = _html(figures.latency_heatmap(fed["names"], fed["rtt_ms"]), "fed-heatmap")
+        ctx["plan_rows"] = figures.plan_table(r)
+        ctx["plan"] = r["plan"]
+        ctx["baselines"] = r["baselines"]
+        ctx["karmada_yaml"] = r["karmada_yaml"]
+        ctx["result"] = r
+    else:
+        from federation.backends.scenarios import comparison_federation
+
+        f = comparison_federation()
+        ctx["heatmap"] = _html(figures.latency_heatmap(f.names, f.rtt_ms.tolist(), title="Skyplane RTT of the benchmark federation (ms)"), "fed-heatmap")
+    if bench_exp:
+        rows = bench_exp.result.get("degradation", [])
+        ctx["latency_curve"] = _html(figures.degradation_figure(rows, "latency"), "fed-deg-latency")
+        ctx["contention_curve"] = _html(figures.degradation_figure(rows, "contention"), "fed-deg-contention")
+        ctx["comparisons"] = [_html(figures.plan_comparison_figure(c), f"fed-cmp-{i}") for i, c in enumerate(bench_exp.result.get("comparisons", []))]
+        ctx["summary"] = bench_exp.result.get("summary", {})
+    return render(request, "federation/dashboard.html", ctx)

@@ -1,0 +1,141 @@
+"""Federation experiment kinds through the API, run by a real Celery worker (PostgreSQL + Redis);
+the dashboard page; ``manage.py fedbench``."""
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import psutil
+import pytest
+import yaml
+from django.core.management import call_command
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from tests.conftest import wait_for
+from webapp.models import Cluster, Experiment, Node
+from webapp.states import State
+
+pytestmark = pytest.mark.integration
+
+CLUSTERS = [
+    {"name": "eu", "region": "aws:eu-west-1", "capacity_cores": 1.0, "contention": 0.2},
+    {"name": "we", "region": "azure:westeurope", "capacity_cores": 4.0},
+    {"name": "us", "region": "aws:us-east-1", "capacity_cores": 16.0},
+]
+
+
+@pytest.fixture
+def user(django_user_model):
+    return django_user_model.objects.create_user("fed", password="pw-fed")
+
+
+@pytest.fixture
+def api(user):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    return client
+
+
+def harness_procs() -> list[psutil.Process]:
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if "federation.backends." in cmd or "stress-ng" in cmd:
+            out.append(p)
+    return out
+
+
+@pytest.mark.parametrize("params, field", [
+    ({"application": "nope", "clusters": CLUSTERS}, "application"),
+    ({"application": "sockshop"}, "clusters"),
+    ({"application": "sockshop", "clusters": [{"name": "x", "region": "mars:1", "capacity_cores": 1}]}, "non_field_errors"),
+    ({"application": "sockshop", "clusters": CLUSTERS, "client": "nowhere"}, "non_field_errors"),
+    ({"application": "sockshop", "clusters": CLUSTERS[:2], "rtt_ms": [[0, 1]], "bandwidth_mbps": [[1, 1], [1, 1]]}, "non_field_errors"),
+    ({"application": "sockshop", "clusters": [{"name": "x", "capacity_cores": 1, "contention": 1.5}]}, "clusters"),
+])
+def test_bad_plan_parameters_are_rejected_and_nothing_stored(api, params, field):
+    resp = api.post("/api/v1/experiments/", {"kind": "federation-plan", "parameters": params}, format="json")
+    assert resp.status_code == 400, resp.content
+    assert field in json.dumps(resp.json())
+    assert Experiment.objects.count() == 0
+
+
+def test_plan_and_benchmark_run_on_real_worker(celery_worker_process, api, client, user):
+    before = {p.pid for p in harness_procs()}
+    plan = api.post("/api/v1/experiments/", {"kind": "federation-plan", "parameters": {
+        "application": "hotelReservation", "clusters": CLUSTERS, "client": "eu"}}, format="json")
+    assert plan.status_code == 201, plan.content
+    bench = api.post("/api/v1/experiments/", {"kind": "federation-benchmark", "parameters": {
+        "applications": ["inference"], "latencies_ms": [0, 40], "contentions": [0.5], "rate_rps": 4,
+        "duration_s": 0.6, "compare": False}}, format="json")
+    assert bench.status_code == 201, bench.content
+    for pk in (plan.json()["id"], bench.json()["id"]):
+        wait_for(lambda: Experiment.objects.get(pk=pk).is_terminal, timeout=180, what=f"experiment {pk}")
+        exp = Experiment.objects.get(pk=pk)
+        assert exp.state == State.SUCCEEDED, exp.error
+    res = Experiment.objects.get(pk=plan.json()["id"]).result
+    assert res["plan"]["method"] == "milp" and res["plan"]["optimal"]
+    assert set(res["plan"]["replicas"]) == {s["name"] for s in res["services"]}
+    assert res["plan"]["cost"]["total_ms"] <= min(b["cost"]["total_ms"] for b in res["baselines"].values()) + 1e-6
+    docs = list(yaml.safe_load_all(api.get(f"/api/v1/federation/plans/{plan.json()['id']}/karmada/").content))
+    assert {d["spec"]["resourceSelectors"][0]["name"] for d in docs} == set(res["plan"]["replicas"])
+    rows = Experiment.objects.get(pk=bench.json()["id"]).result["degradation"]
+    lat = {r["x"]: r["p95_ms"] for r in rows if r["sweep"] == "latency"}
+    assert lat[40.0] > lat[0.0]  # inference spread over two clusters: each crossing adds 40 ms
+    assert {p.pid for p in harness_procs()} - before == set()  # the worker's harness left nothing running
+    client.force_login(user)
+    page = client.get("/federation/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "fed-heatmap" in html and "fed-deg-latency" in html and "Karmada PropagationPolicy" in html
+
+
+def test_plan_from_registered_clusters(api):
+    for name, region, cores in (("reg-eu", "aws:eu-west-1", 8.0), ("reg-us", "aws:us-east-1", 8.0)):
+        c = Cluster.objects.create(name=name, region=region, labels={"tandem.io/contention": "0.25"})
+        Node.objects.create(cluster=c, name="n0", cpu_cores=cores / 2, memory_mib=1024)
+        Node.objects.create(cluster=c, name="n1", cpu_cores=cores / 2, memory_mib=1024)
+    from federation.services import federation_from_parameters
+
+    ids = list(Cluster.objects.filter(name__startswith="reg-").values_list("pk", flat=True))
+    fed = federation_from_parameters({"cluster_ids": ids})
+    assert [c.capacity_cores for c in fed.clusters] == [8.0, 8.0]
+    assert [c.contention for c in fed.clusters] == [0.25, 0.25]
+    assert fed.rtt_ms[0, 1] == pytest.approx(84.933)
+
+
+def test_dashboard_needs_login(client):
+    assert client.get("/federation/").status_code == 302
+
+
+def test_fedbench_command_json():
+    out = StringIO()
+    call_command("fedbench", "--apps", "inference", "--latencies", "0,30", "--contentions", "0.5", "--duration", "0.6",
+                 "--no-compare", "--json", stdout=out)
+    summary = json.loads(out.getvalue().strip().splitlines()[-1])
+    assert summary["degradation"]["inference"]["max_latency_factor"] > 1.0
+
+
+def test_applications_endpoint_lists_derived_graphs(api):
+    body = api.get("/api/v1/federation/applications/").json()
+    by = {a["name"]: a for a in body}
+    assert set(by) == {"hotelReservation", "socialNetwork", "sockshop", "batch-training", "inference"}
+    assert {"caller": "user", "callee": "user-db", "calls": 1.0, "payload_bytes": 4096} in by["sockshop"]["edges"]
+    assert APIClient().get("/api/v1/federation/applications/").status_code in (401, 403)
+
+
+def test_demo_step_plans_and_runs_the_harness(user):
+    from federation.services import federation_demo
+    from webapp.demo import demo_steps
+
+    assert "federation" in [s.name for s in demo_steps()]
+    before = {p.pid for p in harness_procs()}
+    out = StringIO()
+    federation_demo(owner=user, stdout=out)
+    text = out.getvalue()
+    assert "planned hotelReservation over eu-west, westeurope, us-east" in text and "0 errors" in text
+    exp = Experiment.objects.get(kind="federation-plan", owner=user)
+    assert exp.state == State.SUCCEEDED
+    assert exp.result["federation"]["rtt_ms"][0][2] == pytest.approx(84.933)  # Skyplane eu-west-1 <-> us-east-1
+    assert {p.pid for p in harness_procs()} - before == set()

@@ -1,0 +1,149 @@
+"""The federation harness with real processes: delay proxy, three-service application across two
+member clusters, and clean-up of every process on success, failure and interrupt."""
+from __future__ import annotations
+
+import statistics
+
+import psutil
+import pytest
+
+from federation.backends import harness as H
+from federation.core.model import Application, Edge, Federation, FederationError, MemberCluster, Service
+
+pytestmark = pytest.mark.integration
+
+
+def children() -> list[psutil.Process]:
+    return [p for p in psutil.Process().children(recursive=True) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.fixture
+def no_leftovers():
+    before = {p.pid for p in children()}
+    yield
+    left = [p for p in children() if p.pid not in before]
+    assert not left, f"processes left behind: {[(p.pid, p.cmdline()[:4]) for p in left]}"
+
+
+@pytest.mark.parametrize("one_way_ms", [0.0, 20.0])
+def test_proxy_injects_configured_delay(one_way_ms, no_leftovers):
+    sup = H.Supervisor()
+    try:
+        _, port = sup.start([H.sys.executable, "-m", "federation.backends.service", '{"name": "echo", "work_ms": 0}'])
+        direct = statistics.median(H.measure_rtt(port, 10))
+        rtts = H.measure_rtt(H.start_proxy(sup, port, one_way_ms), 15)
+    finally:
+        sup.stop()
+    expected = 2 * one_way_ms  # each direction delayed once: RTT = 2 x one-way
+    assert min(rtts) >= expected  # a proxy can never deliver early
+    # tolerance: the direct round trip plus scheduling noise of a shared 2-core machine
+    assert statistics.median(rtts) <= expected + direct + 15.0
+
+
+def test_proxy_shapes_bandwidth(no_leftovers):
+    sup = H.Supervisor()
+    try:
+        _, port = sup.start([H.sys.executable, "-m", "federation.backends.service", '{"name": "echo", "work_ms": 0}'])
+        rtts = H.measure_rtt(H.start_proxy(sup, port, 0.0, bandwidth_mbps=10.0), 3, payload_bytes=125_000)
+    finally:
+        sup.stop()
+    assert min(rtts) >= 100.0  # 125,000 B * 8 / 10 Mbit/s = 100 ms on the wire
+
+
+def three_services() -> Application:
+    return Application("three", [Service("a", 1, 0.1, 1.0), Service("b", 1, 0.1, 1.0), Service("c", 1, 0.1, 1.0)],
+                       [Edge("a", "b", 1.0, 1024), Edge("b", "c", 1.0, 1024)], "a")
+
+
+def test_latency_rises_with_injected_latency(no_leftovers):
+    app = three_services()
+    placement = {"a": {"A": 1}, "b": {"B": 1}, "c": {"A": 1}}  # a->b and b->c both cross: 2 RTTs per request
+    p50 = {}
+    for rtt in (0.0, 30.0, 80.0):
+        fed = Federation([MemberCluster("A", 2.0), MemberCluster("B", 2.0)], [[0.0, rtt], [rtt, 0.0]], [[1e4, 1e4], [1e4, 1e4]])
+        r = H.run_scenario(app, fed, placement, rate_rps=10, duration_s=1.5, warmup_s=0.3)
+        assert r.errors == 0 and r.ok > 0
+        p50[rtt] = r.p50_ms
+    assert p50[0.0] < p50[30.0] < p50[80.0]
+    assert p50[80.0] - p50[0.0] >= 2 * 80.0 * 0.9  # two crossings of 80 ms RTT each
+
+
+def test_every_process_stops_on_interrupt(no_leftovers):
+    app = three_services()
+    fed = Federation([MemberCluster("A", 2.0, 0.5), MemberCluster("B", 2.0)], [[0, 10], [10, 0]], [[1e4, 1e4], [1e4, 1e4]])
+    with pytest.raises(KeyboardInterrupt):
+        with H.Harness(app, fed, {"a": {"A": 1}, "b": {"B": 1}, "c": {"A": 1}}) as h:
+            assert len(h.sup.procs) >= 5  # stress-ng, 3 services, 2 proxies
+            raise KeyboardInterrupt
+
+
+def test_failed_start_stops_what_started(no_leftovers, monkeypatch):
+    app = three_services()
+    fed = Federation([MemberCluster("A", 2.0), MemberCluster("B", 2.0)], [[0, 10], [10, 0]], [[1e4, 1e4], [1e4, 1e4]])
+    real = H.start_proxy
+
+    def broken(sup, port, *a, **k):
+        real(sup, port, *a, **k)
+        raise H.HarnessError("proxy refused")
+
+    monkeypatch.setattr(H, "start_proxy", broken)
+    with pytest.raises(H.HarnessError):
+        with H.Harness(app, fed, {"a": {"A": 1}, "b": {"B": 1}, "c": {"A": 1}}):
+            pass
+
+
+def test_bad_placement_is_rejected_before_starting(no_leftovers):
+    app = three_services()
+    fed = Federation([MemberCluster("A", 2.0)], [[0]], [[1e4]])
+    with pytest.raises(FederationError, match="no replicas"):
+        H.Harness(app, fed, {"a": {"A": 1}, "b": {"A": 1}})
+    with pytest.raises(FederationError, match="unknown member cluster"):
+        H.Harness(app, fed, {"a": {"A": 1}, "b": {"A": 1}, "c": {"Z": 1}})
+    with pytest.raises(FederationError, match="subset"):
+        H.Harness(app, fed, {"a": {"A": 1}, "b": {"A": 1}, "c": {"A": 1}}, cpu_map={"A": [9999]})
+
+
+@pytest.mark.parametrize("rho, expected", [(0.5, (1, 100)), (0.75, (3, 100)), (0.6, (2, 75)), (0.2, (1, 25))])
+def test_stress_args(rho, expected):
+    # k = rho/(1-rho) hogs per CPU: 0.5 -> 1, 0.75 -> 3, 0.6 -> 1.5 = 2 at 75 %, 0.2 -> 0.25 = 1 at 25 %
+    assert H.stress_args(1, rho) == expected
+
+
+HOLDER = """
+import sys, time
+sys.path.insert(0, {repo!r})
+from federation.backends import harness as H
+from federation.core.model import Application, Edge, Federation, MemberCluster, Service
+app = Application("three", [Service("a"), Service("b"), Service("c")], [Edge("a", "b"), Edge("b", "c")], "a")
+fed = Federation([MemberCluster("A", 2.0, 0.5), MemberCluster("B", 2.0)], [[0, 10], [10, 0]], [[1e4, 1e4], [1e4, 1e4]])
+with H.Harness(app, fed, {{"a": {{"A": 1}}, "b": {{"B": 1}}, "c": {{"A": 1}}}}):
+    print("UP", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_children_die_when_the_harness_is_killed_outright(tmp_path):
+    """SIGKILL leaves no atexit/finally to run: the kernel's parent-death signal must do it."""
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "holder.py"
+    script.write_text(HOLDER.format(repo=str(H.REPO)))
+    holder = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "UP"
+        kids = psutil.Process(holder.pid).children(recursive=True)
+        assert len(kids) >= 5  # stress-ng (+ its workers), 3 services, 2 proxies
+        holder.kill()
+        holder.wait()
+        deadline = time.monotonic() + 15
+        alive = kids
+        while alive and time.monotonic() < deadline:
+            alive = [k for k in alive if k.is_running() and k.status() != psutil.STATUS_ZOMBIE]
+            time.sleep(0.2)
+        assert not alive, [k.cmdline()[:3] for k in alive]
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        holder.stdout.close()

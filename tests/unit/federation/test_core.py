@@ -1,0 +1,222 @@
+"""Federation core: cost model, planners, baselines, manifests, Skyplane matrices, Karmada YAML.
+
+Expected values are worked out by hand in the comments (cost formula in federation/core/cost.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from federation.core import applications, karmada, network, orchestrator as orch, synthetic
+from federation.core.cost import assignment_matrix, build_problem, evaluate
+from federation.core.model import Application, Edge, Federation, FederationError, MemberCluster, Service
+
+
+def two_cluster_case(cap_a: float = 10.0) -> tuple[Application, Federation]:
+    """a -> b, 2 calls of 1000 B; a works 1 ms, b 3 ms; A uncontended, B at 0.5; RTT 0.5/20 ms;
+    1000 Mbit/s everywhere, so 1000 B cost 8*1000/1000/1000 = 0.008 ms. b serves 2 calls per
+    request (visits), so its compute is 2*3 = 6 ms uncontended."""
+    app = Application("t", [Service("a", 1, 0.1, 1.0), Service("b", 1, 0.1, 3.0)], [Edge("a", "b", 2.0, 1000)], "a")
+    fed = Federation([MemberCluster("A", cap_a, 0.0), MemberCluster("B", 1.0, 0.5)],
+                     [[0.5, 20.0], [20.0, 0.5]], [[1000.0, 1000.0], [1000.0, 1000.0]])
+    return app, fed
+
+
+@pytest.mark.parametrize("assign, total, network, compute", [
+    ((0, 0), 8.016, 1.016, 7.0),     # 2*(0.5+0.008) + (1 + 6)
+    ((0, 1), 53.016, 40.016, 13.0),  # 2*(20+0.008) + (1 + 6*2): B's slowdown 1/(1-0.5) = 2
+    ((1, 1), 15.016, 1.016, 14.0),   # 2*0.508 + (1+6)*2
+    ((1, 0), 48.016, 40.016, 8.0),   # 2*20.008 + 1*2 + 6
+])
+def test_cost_by_hand(assign, total, network, compute):
+    app, fed = two_cluster_case()
+    c = evaluate(build_problem(app, fed), assignment_matrix(np.array(assign), 2))
+    assert c.total_ms == pytest.approx(total)
+    assert c.network_ms == pytest.approx(network)
+    assert c.compute_ms == pytest.approx(compute)
+
+
+def test_split_placement_uses_fraction_products():
+    app, fed = two_cluster_case()
+    F = np.array([[1.0, 0.0], [0.5, 0.5]])  # b half in A, half in B
+    # network 2*(0.5*0.508 + 0.5*20.008) = 20.516; compute 1 + 6*(0.5*1 + 0.5*2) = 10
+    assert evaluate(build_problem(app, fed), F).total_ms == pytest.approx(30.516)
+
+
+def test_client_link_is_added_once_per_request():
+    app, fed = two_cluster_case()
+    prob = build_problem(app, fed, client="B")
+    # both in A: 8.016 + client link B->A: 20 + 2048*8/1000/1000 = 20.016384
+    assert evaluate(prob, assignment_matrix(np.array([0, 0]), 2)).total_ms == pytest.approx(28.032384)
+
+
+@pytest.mark.parametrize("cap_a, expected_assign, expected_total", [
+    (10.0, {"a": "A", "b": "A"}, 8.016),   # everything fits in the uncontended cluster
+    (0.15, {"a": "B", "b": "B"}, 15.016),  # A holds one service only: co-locate in B beats splitting (48.016)
+])
+@pytest.mark.parametrize("method", ["milp", "greedy"])
+def test_optimal_plan_by_hand(cap_a, expected_assign, expected_total, method):
+    app, fed = two_cluster_case(cap_a)
+    p = orch.plan(app, fed, method=method)
+    assert {s: p.clusters_of(s)[0] for s in ("a", "b")} == expected_assign
+    assert p.cost.total_ms == pytest.approx(expected_total)
+    assert set(p.explanation) == {"a", "b"}
+
+
+def test_overcommitted_baseline_is_stretched():
+    app, fed = two_cluster_case(cap_a=0.1)
+    p = orch.plan_all_in_one(app, fed, cluster="A")
+    # load 0.2 cores on 0.1 available: compute x2 -> network 1.016 + compute (1+6)*2
+    assert p.cost.overload_cores == [pytest.approx(0.1), 0.0]
+    assert p.cost.total_ms == pytest.approx(15.016)
+
+
+def test_visits_multiply_along_paths():
+    app = Application("v", [Service("a"), Service("b"), Service("c")], [Edge("a", "b", 2.0), Edge("b", "c", 3.0), Edge("a", "c", 1.0)], "a")
+    assert app.visits() == {"a": 1.0, "b": 2.0, "c": 7.0}
+
+
+@pytest.mark.parametrize("replicas, weights, rotate, expected", [
+    (5, [1, 1], 0, [3, 2]),
+    (4, [2, 1], 0, [3, 1]),        # 2.67, 1.33 -> 2, 1 + remainder to the larger fraction
+    (1, [1, 1, 1], 2, [0, 0, 1]),  # tie broken by the rotated order
+    (6, [0, 1, 2], 0, [0, 2, 4]),
+])
+def test_karmada_divide(replicas, weights, rotate, expected):
+    assert orch.karmada_divide(replicas, weights, rotate) == expected
+
+
+def test_karmada_divide_rejects_zero_weights():
+    with pytest.raises(FederationError):
+        orch.karmada_divide(3, [0, 0])
+
+
+def test_dynamic_weights_follow_available_capacity():
+    app = Application("d", [Service("s", 6, 0.1)], [], "s")
+    fed = Federation([MemberCluster("A", 4.0, 0.5), MemberCluster("B", 4.0, 0.0)], np.ones((2, 2)), np.ones((2, 2)) * 100)
+    p = orch.plan_karmada_dynamic(app, fed)
+    assert p.replicas["s"] == {"A": 2, "B": 4}  # weights 2 and 4 cores
+
+
+@pytest.mark.parametrize("bad", [
+    lambda: MemberCluster("x", 0.0),
+    lambda: MemberCluster("x", 1.0, 1.0),
+    lambda: Federation([MemberCluster("a", 1)], [[0, 1]], [[1]]),
+    lambda: Federation([MemberCluster("a", 1)], [[0]], [[0]]),
+    lambda: Application("c", [Service("a"), Service("b")], [Edge("a", "b"), Edge("b", "a")], "a"),
+    lambda: Application("c", [Service("a")], [], "zzz"),
+])
+def test_bad_input_is_rejected(bad):
+    with pytest.raises(FederationError):
+        bad()
+
+
+def test_infeasible_capacity_is_a_clear_error():
+    app, fed = two_cluster_case()
+    big = Application("big", [Service("a", 20, 1.0)], [], "a")  # 20 cores > 10 + 0.5 available
+    with pytest.raises(FederationError, match="needs 20.00 cores"):
+        orch.plan_milp(big, fed)
+
+
+small = st.tuples(st.integers(1, 4), st.integers(1, 3), st.integers(0, 2**31 - 1))
+
+
+@settings(max_examples=25, deadline=None)
+@given(small)
+def test_milp_equals_brute_force(case):
+    n_services, n_clusters, seed = case
+    rng = np.random.default_rng(seed)
+    fed = synthetic.random_federation(rng, n_clusters, capacity_range=(0.5, 3.0))
+    app = synthetic.random_application(rng, n_services, cpu_range=(0.1, 0.6), max_replicas=2)
+    try:
+        best, _ = orch.brute_force(app, fed, client="c0")
+    except FederationError:
+        with pytest.raises(FederationError):
+            orch.plan_milp(app, fed, client="c0")
+        return
+    m = orch.plan_milp(app, fed, client="c0")
+    assert m.cost.total_ms == pytest.approx(best, rel=1e-6)
+    assert all(x == 0 for x in m.cost.overload_cores)
+    try:
+        g = orch.plan_greedy(app, fed, client="c0")
+    except FederationError:
+        return
+    assert g.cost.total_ms >= best - 1e-6
+    assert all(x == 0 for x in g.cost.overload_cores)  # greedy never overcommits either
+
+
+# ---- data-derived inputs ---------------------------------------------------------------
+
+def test_skyplane_matrix_values():
+    # latency.csv: aws:eu-west-1 <-> aws:us-east-1 measured 84.930 and 84.936 ms -> median 84.933;
+    # throughput.csv: 4311402... and 4318135... bit/s -> median 4314.77 Mbit/s
+    rtt, bw = network.skyplane_matrices(["aws:eu-west-1", "aws:us-east-1"])
+    assert rtt[0, 1] == rtt[1, 0] == pytest.approx(84.933)
+    assert rtt[0, 0] == 0.5
+    assert bw[0, 1] == pytest.approx(4314.77, abs=0.01)
+
+
+def test_skyplane_unknown_region():
+    with pytest.raises(FederationError, match="mars"):
+        network.skyplane_matrices(["aws:eu-west-1", "mars:olympus"])
+
+
+def test_sockshop_graph_from_manifests():
+    app = applications.get_application("sockshop")
+    edges = {(e.caller, e.callee) for e in app.edges}
+    assert app.entry == "front-end"
+    assert ("user", "user-db") in edges        # env MONGO_HOST=user-db:27017
+    assert ("carts", "carts-db") in edges      # stem rule
+    assert ("front-end", "orders") in edges    # entry fan-out
+    assert "edge-router" not in app.names and "rabbitmq" not in app.names
+    assert app.service("payment").cpu_per_replica == pytest.approx(0.099)  # requests.cpu: 99m
+
+
+def test_hotel_reservation_graph_from_compose():
+    app = applications.get_application("hotelReservation")
+    edges = {(e.caller, e.callee) for e in app.edges}
+    assert ("reservation", "memcached-reserve") in edges  # depends_on
+    assert ("rate", "mongodb-rate") in edges
+    assert "consul" not in app.names and "jaeger" not in app.names
+    assert app.service("mongodb-geo").tier == "db"
+    assert app.service("frontend").cpu_per_replica == pytest.approx(0.1)  # kubernetes requests.cpu: 100m
+
+
+def test_manifest_errors(tmp_path):
+    bad = tmp_path / "x.yml"
+    bad.write_text("services: [unclosed")
+    with pytest.raises(FederationError, match="not valid YAML"):
+        applications.application_from_manifests([bad], "a")
+    ok = tmp_path / "y.yml"
+    ok.write_text("services:\n  a: {image: x}\n")
+    with pytest.raises(FederationError, match="entry service"):
+        applications.application_from_manifests([ok], "nope")
+
+
+def test_every_application_type_plans():
+    fed = Federation([MemberCluster("A", 64.0, 0.1), MemberCluster("B", 64.0, 0.2)], [[0.5, 30], [30, 0.5]], [[1e4, 1e3], [1e3, 1e4]])
+    for name in applications.known_applications():
+        p = orch.plan(applications.get_application(name), fed, client="A")
+        assert p.cost.total_ms > 0
+
+
+def test_propagation_policy_structure():
+    app, fed = two_cluster_case()
+    plan = orch.plan_karmada_static(app, fed)
+    docs = list(yaml.safe_load_all(karmada.propagation_policy_yaml(plan, namespace="shop")))
+    assert len(docs) == 2
+    for d in docs:
+        assert d["apiVersion"] == "policy.karmada.io/v1alpha1" and d["kind"] == "PropagationPolicy"
+        assert d["metadata"]["namespace"] == "shop"
+        sel = d["spec"]["resourceSelectors"]
+        assert sel[0]["apiVersion"] == "apps/v1" and sel[0]["kind"] == "Deployment"
+        pl = d["spec"]["placement"]
+        rs = pl["replicaScheduling"]
+        assert rs["replicaSchedulingType"] == "Divided" and rs["replicaDivisionPreference"] == "Weighted"
+        weights = rs["weightPreference"]["staticWeightList"]
+        assert [w["targetCluster"]["clusterNames"][0] for w in weights] == pl["clusterAffinity"]["clusterNames"]
+        svc = sel[0]["name"]
+        assert {w["targetCluster"]["clusterNames"][0]: w["weight"] for w in weights} == plan.replicas[svc]
