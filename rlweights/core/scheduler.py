@@ -263,6 +263,17 @@ class ClusterState:
             if ns == key[0] and sel <= key[1]:
                 arr[i] += sign
 
+    def topology_domains(self, key: str) -> np.ndarray:
+        """Per node, the index of its value of label ``key`` among the distinct values (-1 when
+        the node lacks the label); cached, as node labels do not change."""
+        ck = ("topology", key)
+        arr = self.static_cache.get(ck)
+        if arr is None:
+            values = sorted({n.labels[key] for n in self.nodes if key in n.labels})
+            pos = {v: i for i, v in enumerate(values)}
+            arr = self.static_cache[ck] = np.array([pos.get(n.labels.get(key), -1) if key in n.labels else -1 for n in self.nodes], np.int64)
+        return arr
+
     def matching_pods(self, namespace: str, match_labels: Iterable[tuple[str, str]]) -> np.ndarray:
         """Per node, the number of pods in ``namespace`` whose labels include ``match_labels``."""
         sel = frozenset(match_labels)
@@ -465,17 +476,15 @@ class PodTopologySpread(ScorePlugin):
         raw = np.zeros(len(idx), float)
         ignored = np.zeros(len(idx), bool)
         for c in soft:
-            values = [state.nodes[i].labels.get(c.topology_key) for i in idx]
-            ignored |= np.array([v is None for v in values])
+            dom = state.topology_domains(c.topology_key)  # (n,) domain index, -1 without the key
+            d_idx = dom[idx]
+            ignored |= d_idx < 0
             counts = state.matching_pods(pod.namespace, c.match_labels)
-            all_values = [n.labels.get(c.topology_key) for n in state.nodes]
-            per_domain: dict[str, int] = {}
-            for v, cnt in zip(all_values, counts):
-                if v is not None:
-                    per_domain[v] = per_domain.get(v, 0) + int(cnt)
-            size = len({v for v in values if v is not None})
+            has = dom >= 0
+            per_domain = np.bincount(dom[has], weights=counts[has], minlength=int(dom.max()) + 1)
+            size = len(np.unique(d_idx[d_idx >= 0]))
             w = math.log(size + 2)
-            cnt_arr = np.array([per_domain.get(v, 0) if v is not None else 0 for v in values], float)
+            cnt_arr = np.where(d_idx >= 0, per_domain[np.maximum(d_idx, 0)], 0.0)
             raw += cnt_arr * w + float(c.max_skew - 1)
         scores = np.floor(raw + 0.5).astype(np.int64)  # math.Round (half away from zero, raw >= 0)
         valid = ~ignored
