@@ -1,7 +1,7 @@
 """Cluster setups for weight learning, sampled from the real machine mix of Alibaba PAI.
 
 ``data/alibaba-pai-gpu-2020/pai_machine_spec.csv`` (headerless ``machine,gpu_type,cap_cpu,
-cap_mem,cap_gpu``; cores, GiB, GPUs; Weng et al., NSDI 2022) lists 1,896 machines: 798 P100
+cap_mem,cap_gpu``; cores, GiB, GPUs; Weng et al., NSDI 2022) lists 1,897 machines: 798 P100
 (64 cores), 497 T4, 280 MISC, 135 V100M32, 83 CPU, 104 V100 (96 cores). A setup draws ``n``
 machines uniformly without replacement with a seeded generator, so setups follow the real mix.
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .cluster import ClusterSetup
-from .scheduler import Scheduler
+from .scheduler import Scheduler, normalize_image_name
 from .workload import Workload
 
 
@@ -89,7 +89,10 @@ def simulate(setup: ClusterSetup, workload: Workload, weights, seed: int = 0, co
     # container: [func, node, free_at, expire_at, alive]
     containers: list[list] = []
     idle_by_func: dict[int, list[int]] = {}
-    image_ready: dict[tuple[int, str], float] = {}
+    image_ready: dict[tuple[int, str], float] = {}  # when a node's copy of an image is ready
+    for i, node in enumerate(setup.nodes):
+        for img in node.images:
+            image_ready[(i, normalize_image_name(img))] = float("-inf")
     lat = np.empty(len(workload))
     slow = np.empty(len(workload))
     cold = pulls = 0
@@ -135,11 +138,12 @@ def simulate(setup: ClusterSetup, workload: Workload, weights, seed: int = 0, co
                     raise ValueError(f"function {prof.func_id} fits on no node of {setup.name}")
                 node = sched.select(prof.pod, state)
             state.add_pod(node, prof.pod)
-            ready = image_ready.get((node, prof.image))
+            image = normalize_image_name(prof.image)
+            ready = image_ready.get((node, image))
             if ready is None:
                 pulls += 1
                 ready = t + prof.image_bytes / bw
-                image_ready[(node, prof.image)] = ready
+                image_ready[(node, image)] = ready
                 state.add_image(node, prof.image, prof.image_bytes)
             start = max(t, ready) + config.container_start_s
             cid = len(containers)
