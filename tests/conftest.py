@@ -20,6 +20,28 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+def _nvidia_gpu_present() -> bool:
+    """True when NVML (pynvml) initialises and sees at least one GPU."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return pynvml.nvmlDeviceGetCount() > 0
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no driver, no library
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    """Deselect tests marked ``gpu`` where no NVIDIA GPU is present (as pytest.ini says)."""
+    gpu_items = [i for i in items if i.get_closest_marker("gpu")]
+    if gpu_items and not _nvidia_gpu_present():
+        config.hook.pytest_deselected(items=gpu_items)
+        items[:] = [i for i in items if not i.get_closest_marker("gpu")]
+
+
 def _worker_env() -> dict[str, str]:
     from django.conf import settings
 
