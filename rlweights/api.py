@@ -7,8 +7,6 @@ Volcano YAML.
 """
 from __future__ import annotations
 
-from dataclasses import asdict
-
 from django.urls import path
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -16,18 +14,6 @@ from rest_framework.views import APIView
 
 from .core.export import kube_scheduler_config_yaml, volcano_nodeorder_arguments, volcano_scheduler_conf_yaml
 from .core.scheduler import SCORE_PLUGIN_NAMES, SchedulingError
-
-_D = None
-
-
-def _defaults():
-    global _D
-    if _D is None:
-        from .backends.pipeline import LearnParams
-
-        _D = asdict(LearnParams())
-    return _D
-
 
 class WeightLearningParams(serializers.Serializer):
     """Parameters of a ``weight-learning`` experiment (see
