@@ -33,7 +33,8 @@ class LearnParams:
     compare). ``budget``: weight vectors measured per optimisation experiment (all methods).
     ``window_s``: length of each generated workload window [s]; ``metric``: ``"mean"`` or
     ``"p95"`` latency. ``azure_sample``: evaluate on the real 199-invocation sample instead of
-    generated test workloads.
+    generated test workloads. ``reward``: ``"step"`` or ``"best"`` (see
+    :class:`rlweights.core.env.WeightLearningEnv`).
     """
 
     mode: str = "train"
@@ -53,6 +54,7 @@ class LearnParams:
     keep_alive_s: float = 60.0
     policy: str = ""
     azure_sample: bool = False
+    reward: str = "step"
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field."""
@@ -73,6 +75,8 @@ class LearnParams:
             raise ValueError("need 0 <= w_min < w_max <= 1000")
         if not self.eval_seeds:
             raise ValueError("eval_seeds must not be empty")
+        if self.reward not in ("step", "best"):
+            raise ValueError("reward must be 'step' or 'best'")
         if self.keep_alive_s < 0:
             raise ValueError("keep_alive_s must be >= 0")
 
@@ -116,7 +120,7 @@ def run_learning(p: LearnParams, progress: Callable[[float, str], None] | None =
     steps_per_s = None
     if p.mode == "train":
         cfg = PPOConfig(total_timesteps=p.timesteps, steps=p.budget - 1, n_stack=p.n_stack, w_min=p.w_min,
-                        w_max=p.w_max, seed=p.seed)
+                        w_max=p.w_max, seed=p.seed, reward=p.reward)
         cfg.n_steps = 8 * (p.budget - 1)
         cfg.batch_size = cfg.n_steps * cfg.n_envs // 3
         report(1, f"training PPO on {len(train)} (setup, workload) pairs")

@@ -43,6 +43,7 @@ class PPOConfig:
     ent_coef: float = 0.0
     clip_range: float = 0.2
     net_arch: list[int] = field(default_factory=lambda: [64, 64])
+    reward: str = "step"
 
     def validate(self) -> None:
         """Raise ``ValueError`` for values PPO cannot run with."""
@@ -60,7 +61,7 @@ def make_vec_env(scenarios: Sequence[Scenario], cfg: PPOConfig, n_envs: int | No
     from stable_baselines3.common.vec_env import DummyVecEnv, VecFrameStack
 
     n = n_envs or cfg.n_envs
-    venv = DummyVecEnv([lambda: Monitor(WeightLearningEnv(scenarios, cfg.steps, cfg.w_min, cfg.w_max)) for _ in range(n)])
+    venv = DummyVecEnv([lambda: Monitor(WeightLearningEnv(scenarios, cfg.steps, cfg.w_min, cfg.w_max, cfg.reward)) for _ in range(n)])
     venv.seed(cfg.seed if seed is None else seed)
     return VecFrameStack(venv, cfg.n_stack)
 
@@ -133,7 +134,8 @@ def policy_experiment(model, cfg: PPOConfig | dict, scenario: Scenario, budget: 
     (equal weights) plus ``budget - 1`` policy steps (deterministic actions, frame-stacked
     observations). Returns ``[(weights, metric), ...]`` including the reference first."""
     if isinstance(cfg, dict):
-        cfg = PPOConfig(**cfg)
+        known = set(PPOConfig.__dataclass_fields__)
+        cfg = PPOConfig(**{k: v for k, v in cfg.items() if k in known})
     steps = (budget - 1) if budget else cfg.steps
     if steps < 1:
         raise ValueError("budget must be >= 2 for a policy experiment")

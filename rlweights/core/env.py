@@ -8,7 +8,10 @@
 - **Step**: the scenario runs its workload window with those weights and measures the
   performance metric ``L`` (mean or p95 end-to-end latency, seconds; lower is better).
 - **Reward**: percentage improvement over the episode's reference ``L_ref`` (the metric with
-  equal weights, measured at reset): ``r = 100 * (L_ref - L) / L_ref``.
+  equal weights, measured at reset): ``r = 100 * (L_ref - L) / L_ref`` (``reward="step"``,
+  default). With ``reward="best"`` it is the improvement of the best metric so far,
+  ``r = 100 * (L_best_before - L_best_after) / L_ref`` (>= 0), whose episode sum is the
+  experiment's final improvement: it rewards exploring, as a best-of-budget experiment does.
 - **Observation** (limited domain information; no cluster size, node names or workload identity):
   ``[w / w_max (7 values in (0, 1]), clip((L_ref - L) / L_ref, -1, 1), clip((L_ref - L_best) /
   L_ref, -1, 1), t / steps]`` where ``L_best`` is the best metric so far in the episode. The
@@ -86,7 +89,11 @@ class WeightLearningEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, scenarios: Sequence[Scenario], steps: int = 10, w_min: int = 1, w_max: int = 100) -> None:
+    def __init__(self, scenarios: Sequence[Scenario], steps: int = 10, w_min: int = 1, w_max: int = 100,
+                 reward: str = "step") -> None:
+        if reward not in ("step", "best"):
+            raise ValueError("reward must be 'step' or 'best'")
+        self.reward_mode = reward
         if not scenarios:
             raise ValueError("need at least one scenario")
         if steps < 1:
@@ -124,8 +131,11 @@ class WeightLearningEnv(gym.Env):
         weights = action_to_weights(action, self.w_min, self.w_max)
         metric = float(self.scenario.evaluate(weights))
         self._t += 1
+        if self.reward_mode == "step":
+            reward = 100.0 * (self._ref - metric) / self._ref
+        else:
+            reward = 100.0 * max(self._best - metric, 0.0) / self._ref
         self._best = min(self._best, metric)
-        reward = 100.0 * (self._ref - metric) / self._ref
         truncated = self._t >= self.steps
         info = {"weights": weights.tolist(), "metric": metric, "reference": self._ref, "best": self._best}
         return self._obs(weights, metric), float(reward), False, truncated, info

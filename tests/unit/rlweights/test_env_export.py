@@ -43,6 +43,20 @@ def test_reward_hand_computed():
     assert info["best"] == pytest.approx(10.0)
 
 
+def test_best_so_far_reward_hand_computed():
+    env = WeightLearningEnv([Quadratic([1] * 7)], steps=3, reward="best")
+    env.reset(seed=0)  # reference 78.607
+    _, r1, *_ = env.step(np.zeros(7, np.float32))  # 27.5: best 78.607 -> 27.5
+    _, r2, *_ = env.step(np.ones(7, np.float32))  # 78.607: no new best -> 0
+    _, r3, *_ = env.step(np.full(7, -1.0, np.float32))  # 10: best 27.5 -> 10
+    assert r1 == pytest.approx(100 * (78.607 - 27.5) / 78.607)
+    assert r2 == 0.0
+    assert r3 == pytest.approx(100 * 17.5 / 78.607)
+    assert r1 + r2 + r3 == pytest.approx(100 * (78.607 - 10) / 78.607)  # sum = final best improvement
+    with pytest.raises(ValueError):
+        WeightLearningEnv([Quadratic([1] * 7)], reward="other")
+
+
 def test_action_mapping_and_range_validation():
     assert action_to_weights(np.array([-1, 1, 0, -2, 2, 0.5, -0.5]), 1, 100).tolist() == [1, 100, 51, 1, 100, 75, 26]
     assert action_to_weights(weights_to_action(np.array([1, 7, 100, 33, 2, 99, 50])), 1, 100).tolist() == [1, 7, 100, 33, 2, 99, 50]
