@@ -36,6 +36,7 @@ class WeightLearningParams(serializers.Serializer):
     keep_alive_s = serializers.FloatField(min_value=0, max_value=86400, default=60.0)
     policy = serializers.ChoiceField(choices=[""], default="", help_text="'' = the shipped policy (evaluate mode)")
     azure_sample = serializers.BooleanField(default=False)
+    azure_speedup = serializers.FloatField(min_value=1, max_value=1000, default=10.0)
     reward = serializers.ChoiceField(choices=["step", "best"], default="step")
 
     def validate(self, attrs):

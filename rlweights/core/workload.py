@@ -185,12 +185,17 @@ def assign_profiles(func_ids: list[str], rng: np.random.Generator) -> list[Funct
     return out
 
 
-def azure_sample_workload(rng: np.random.Generator, path: str | Path = DEFAULT_AZURE_SAMPLE) -> Workload:
-    """The sample itself (199 real invocations) with seeded profiles."""
+def azure_sample_workload(rng: np.random.Generator, path: str | Path = DEFAULT_AZURE_SAMPLE, speedup: float = 1.0) -> Workload:
+    """The sample itself (199 real invocations, real durations) with seeded profiles; arrival
+    times divided by ``speedup`` (>= 1 replays the same sequence at a higher rate). Raises
+    :class:`WorkloadError` for ``speedup <= 0``."""
+    if speedup <= 0:
+        raise WorkloadError("speedup must be positive")
     rows = read_azure_trace(path)
     ids = sorted(set(rows.func_ids))
     index = {f: i for i, f in enumerate(ids)}
-    return Workload("azure2021-sample", assign_profiles(ids, rng), rows.arrival_s - rows.arrival_s.min(),
+    name = "azure2021-sample" if speedup == 1 else f"azure2021-sample-x{speedup:g}"
+    return Workload(name, assign_profiles(ids, rng), (rows.arrival_s - rows.arrival_s.min()) / speedup,
                     rows.duration_s, np.array([index[f] for f in rows.func_ids]))
 
 

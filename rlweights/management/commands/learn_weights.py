@@ -31,6 +31,8 @@ class Command(BaseCommand):
         parser.add_argument("--eval-seeds", default=",".join(map(str, d.eval_seeds)))
         parser.add_argument("--reward", choices=["step", "best"], default=d.reward, help="reward of the environment")
         parser.add_argument("--azure-sample", action="store_true", help="evaluate on the real Azure 2021 sample")
+        parser.add_argument("--azure-speedup", type=float, default=d.azure_speedup,
+                            help="replay the Azure sample this many times faster")
         parser.add_argument("--policy", default="", help="policy to evaluate (path without .zip); default: shipped")
         parser.add_argument("--save", default="", help="save the trained policy here (path without .zip)")
         parser.add_argument("--record", action="store_true",
@@ -48,7 +50,7 @@ class Command(BaseCommand):
         p = LearnParams(mode=o["mode"], timesteps=o["timesteps"], budget=o["budget"], train_setups=o["train_setups"],
                         train_workloads=o["train_workloads"], test_setups=o["test_setups"],
                         test_workloads=o["test_workloads"], window_s=o["window"], metric=o["metric"], seed=o["seed"],
-                        eval_seeds=seeds, azure_sample=o["azure_sample"], policy=o["policy"], reward=o["reward"])
+                        eval_seeds=seeds, azure_sample=o["azure_sample"], azure_speedup=o["azure_speedup"], policy=o["policy"], reward=o["reward"])
         try:
             p.validate()
         except ValueError as err:

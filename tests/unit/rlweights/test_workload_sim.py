@@ -114,3 +114,11 @@ def test_sample_workload_runs_on_a_pai_setup():
     wl = azure_sample_workload(np.random.default_rng(0))
     perf = simulate(cluster_setups(1, 1)[0], wl, [1] * 7)
     assert perf.invocations == 199 and perf.mean_s > 0 and perf.p95_s >= perf.mean_s
+
+
+def test_azure_sample_speedup_compresses_arrivals_only():
+    a = azure_sample_workload(np.random.default_rng(0))
+    b = azure_sample_workload(np.random.default_rng(0), speedup=10)
+    assert np.allclose(b.arrival_s * 10, a.arrival_s) and np.array_equal(a.duration_s, b.duration_s)
+    with pytest.raises(WorkloadError):
+        azure_sample_workload(np.random.default_rng(0), speedup=0)
