@@ -3,12 +3,13 @@ same step budget and seeds. Improvement of a method over equal weights on one sc
 ``100 * (L_equal - L_method) / L_equal`` (percent; ``L`` = best metric the method measured)."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence
 
 import numpy as np
 
 from rlweights.core.baselines import BASELINES, best_of
-from rlweights.core.env import Scenario
+from rlweights.core.env import Scenario, SimScenario
 
 from .tpe import tpe_search
 
@@ -18,15 +19,18 @@ METHODS = {**BASELINES, "tpe": tpe_search}
 def compare(scenarios: Sequence[Scenario], budget: int, seeds: Sequence[int], model=None, cfg=None,
             w_min: int = 1, w_max: int = 100, progress=None) -> list[dict]:
     """One row per (scenario, seed, method): ``best_metric``, ``best_weights``,
-    ``improvement_vs_equal_percent``. ``model``/``cfg``: a trained PPO policy to include as
+    ``improvement_vs_equal_percent``. The seed drives both the method's generator and, for a
+    :class:`~rlweights.core.env.SimScenario`, the scheduler's tie-break generator in the
+    simulation, identically for every method. ``model``/``cfg``: a trained PPO policy to include as
     method ``"ppo"``. ``progress(done, total)`` after each scenario and seed."""
     from .sb3 import policy_experiment
 
     rows = []
     total = len(scenarios) * len(seeds)
     done = 0
-    for sc in scenarios:
+    for base in scenarios:
         for seed in seeds:
+            sc = dataclasses.replace(base, seed=seed, _cache={}) if isinstance(base, SimScenario) else base
             results = {}
             for name, fn in METHODS.items():
                 hist = fn(sc, budget, np.random.default_rng(seed), w_min, w_max)
