@@ -82,3 +82,17 @@ def test_figures_are_pure_and_complete():
                         "ppo": {"mean_improvement_vs_equal_percent": 4.0, "std": 1.0}}}
     assert list(figures.baseline_comparison_figure(summ).data[0].x) == ["equal", "ppo"]
     assert figures.learning_curve_figure([]).data[0].x == ()
+
+
+def test_demo_step_runs_shipped_policy_and_prints_yaml():
+    import yaml
+
+    from rlweights.demo import run_demo
+
+    out = io.StringIO()
+    r = run_demo(stdout=out)
+    text = out.getvalue()
+    assert "azure2021-sample-x10" in text and "ppo" in text and "tpe" in text
+    yaml_part = text[text.index("apiVersion:"):text.index("  (dashboard")]
+    assert yaml.safe_load(yaml_part)["kind"] == "KubeSchedulerConfiguration"
+    assert set(r["summary"]["methods"]) == {"equal", "kube-default", "random-search", "hill-climbing", "tpe", "ppo"}
