@@ -5,5 +5,13 @@ class RlweightsConfig(AppConfig):
     name = "rlweights"
 
     def ready(self) -> None:
-        # Engines register their experiment kinds here (webapp.experiments.register_experiment_kind).
-        pass
+        from webapp.demo import register_demo_step
+        from webapp.experiments import ExperimentKind, register_experiment_kind
+
+        from .api import WeightLearningParams
+        from .demo import run_demo
+        from .services import weight_learning_run
+
+        register_experiment_kind(ExperimentKind(kind="weight-learning", run=weight_learning_run,
+                                                parameters_serializer=WeightLearningParams, queue="cpu"))
+        register_demo_step("rlweights", run_demo, order=40)

@@ -20,5 +20,6 @@ urlpatterns = [
     path("api/v1/", include("webapp.api")),
     path("placement/", include("placement.urls")),
     path("federation/", include("federation.urls")),
+    path("rlweights/", include("rlweights.urls")),
     path("", include("webapp.dashboard_urls")),
 ]

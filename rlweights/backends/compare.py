@@ -1,0 +1,69 @@
+"""Side-by-side comparison of the PPO policy and the baselines on the same scenarios with the
+same step budget and seeds. Improvement of a method over equal weights on one scenario:
+``100 * (L_equal - L_method) / L_equal`` (percent; ``L`` = best metric the method measured)."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import numpy as np
+
+from rlweights.core.baselines import BASELINES, best_of
+from rlweights.core.env import Scenario, SimScenario
+
+from .tpe import tpe_search
+
+METHODS = {**BASELINES, "tpe": tpe_search}
+
+
+def compare(scenarios: Sequence[Scenario], budget: int, seeds: Sequence[int], model=None, cfg=None,
+            w_min: int = 1, w_max: int = 100, progress=None) -> list[dict]:
+    """One row per (scenario, seed, method): ``best_metric``, ``best_weights``,
+    ``improvement_vs_equal_percent``. The seed drives both the method's generator and, for a
+    :class:`~rlweights.core.env.SimScenario`, the scheduler's tie-break generator in the
+    simulation, identically for every method. ``model``/``cfg``: a trained PPO policy to include as
+    method ``"ppo"``. ``progress(done, total)`` after each scenario and seed."""
+    from .sb3 import policy_experiment
+
+    rows = []
+    total = len(scenarios) * len(seeds)
+    done = 0
+    for base in scenarios:
+        for seed in seeds:
+            sc = dataclasses.replace(base, seed=seed, _cache={}) if isinstance(base, SimScenario) else base
+            results = {}
+            for name, fn in METHODS.items():
+                hist = fn(sc, budget, np.random.default_rng(seed), w_min, w_max)
+                results[name] = best_of(hist)
+            if model is not None:
+                results["ppo"] = best_of(policy_experiment(model, cfg, sc, budget, seed=seed))
+            eq = results["equal"][1]
+            for name, (w, m) in results.items():
+                rows.append({"scenario": sc.name, "seed": seed, "method": name, "best_metric": m, "best_weights": list(w),
+                             "improvement_vs_equal_percent": 100.0 * (eq - m) / eq})
+            done += 1
+            if progress:
+                progress(done, total)
+    return rows
+
+
+def summarise(rows: list[dict]) -> dict:
+    """Mean and standard deviation (over scenarios and seeds) of each method's improvement over
+    equal weights; and, if ``ppo`` is present, PPO's improvement over the best baseline
+    (the baseline with the highest mean improvement), ``100 * (L_base - L_ppo) / L_base`` per row."""
+    methods = sorted({r["method"] for r in rows})
+    out = {"methods": {}}
+    for m in methods:
+        x = np.array([r["improvement_vs_equal_percent"] for r in rows if r["method"] == m])
+        out["methods"][m] = {"mean_improvement_vs_equal_percent": float(x.mean()), "std": float(x.std())}
+    baselines = [m for m in methods if m not in ("ppo", "equal")]
+    if "ppo" in methods and baselines:
+        best = max(baselines, key=lambda m: out["methods"][m]["mean_improvement_vs_equal_percent"])
+        key = lambda r: (r["scenario"], r["seed"])  # noqa: E731
+        base = {key(r): r["best_metric"] for r in rows if r["method"] == best}
+        imp = np.array([100.0 * (base[key(r)] - r["best_metric"]) / base[key(r)] for r in rows if r["method"] == "ppo"])
+        out["best_baseline"] = best
+        out["ppo_vs_best_baseline_percent"] = float(imp.mean())
+        out["ppo_vs_best_baseline_std"] = float(imp.std())
+        out["ppo_vs_equal_percent"] = out["methods"]["ppo"]["mean_improvement_vs_equal_percent"]
+    return out

@@ -1,0 +1,168 @@
+"""The weight-learning experiment end to end, without Django: build the training and unseen
+evaluation scenarios, train PPO (or load a saved policy), compare it with the baselines on the
+unseen scenarios with the same step budget and seeds, and export the learned weights.
+
+Used by the ``weight-learning`` experiment kind, ``manage.py learn_weights``, the demo step and
+``bench/rlweights.py``. Unseen means: cluster setups sampled with other seeds from the PAI
+machine table, and workloads generated with other seeds (other function profiles and arrivals).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from rlweights.core.cluster import cluster_setups
+from rlweights.core.env import SimScenario
+from rlweights.core.export import kube_scheduler_config_yaml, volcano_scheduler_conf_yaml
+from rlweights.core.scheduler import SCORE_PLUGIN_NAMES
+from rlweights.core.simulator import SimConfig
+from rlweights.core.workload import azure_sample_workload, workloads
+
+SHIPPED_POLICY = Path(__file__).resolve().parents[2] / "data" / "rlweights" / "policy"
+
+
+@dataclass
+class LearnParams:
+    """Parameters of one weight-learning experiment (validated by ``validate``).
+
+    ``mode``: ``"train"`` (train PPO, then compare) or ``"evaluate"`` (load ``policy`` and
+    compare). ``budget``: weight vectors measured per optimisation experiment (all methods).
+    ``window_s``: length of each generated workload window [s]; ``metric``: ``"mean"`` or
+    ``"p95"`` latency. ``azure_sample``: evaluate on the real 199-invocation sample instead of
+    generated test workloads, replayed ``azure_speedup`` times faster (default 10: at its own
+    rate, 199 invocations in 21 minutes, it loads a PAI setup too little for weights to matter). ``reward``: ``"step"`` or ``"best"`` (see
+    :class:`rlweights.core.env.WeightLearningEnv`).
+    """
+
+    mode: str = "train"
+    train_setups: int = 8
+    train_workloads: int = 8
+    test_setups: int = 3
+    test_workloads: int = 3
+    window_s: float = 120.0
+    metric: str = "mean"
+    budget: int = 10
+    timesteps: int = 12_000
+    seed: int = 0
+    eval_seeds: list[int] = field(default_factory=lambda: [0, 1])
+    w_min: int = 1
+    w_max: int = 100
+    n_stack: int = 4
+    keep_alive_s: float = 60.0
+    policy: str = ""
+    azure_sample: bool = False
+    azure_speedup: float = 10.0
+    reward: str = "step"
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` naming the first bad field."""
+        if self.mode not in ("train", "evaluate"):
+            raise ValueError("mode must be 'train' or 'evaluate'")
+        for name in ("train_setups", "train_workloads", "test_setups", "test_workloads"):
+            if not 1 <= getattr(self, name) <= 64:
+                raise ValueError(f"{name} must be in 1..64")
+        if not 10 <= self.window_s <= 3600:
+            raise ValueError("window_s must be in 10..3600 seconds")
+        if self.metric not in ("mean", "p95"):
+            raise ValueError("metric must be 'mean' or 'p95'")
+        if not 2 <= self.budget <= 100:
+            raise ValueError("budget must be in 2..100")
+        if self.mode == "train" and not 64 <= self.timesteps <= 1_000_000:
+            raise ValueError("timesteps must be in 64..1000000")
+        if not (0 <= self.w_min < self.w_max <= 1000):
+            raise ValueError("need 0 <= w_min < w_max <= 1000")
+        if not self.eval_seeds:
+            raise ValueError("eval_seeds must not be empty")
+        if not 1 <= self.azure_speedup <= 1000:
+            raise ValueError("azure_speedup must be in 1..1000")
+        if self.reward not in ("step", "best"):
+            raise ValueError("reward must be 'step' or 'best'")
+        if self.keep_alive_s < 0:
+            raise ValueError("keep_alive_s must be >= 0")
+
+
+def build_scenarios(p: LearnParams):
+    """``(train, test)`` scenario lists; train: ``train_setups x train_workloads`` pairs from
+    seeds ``1000 * seed + 1 / + 2``; test: unseen setups and workloads from seeds
+    ``1000 * seed + 101 / + 102`` (or the Azure sample as the workload)."""
+    cfg = SimConfig(keep_alive_s=p.keep_alive_s)
+    base = 1000 * p.seed
+    train = [SimScenario(s, w, p.metric, config=cfg)
+             for s in cluster_setups(base + 1, p.train_setups, prefix="train")
+             for w in workloads(base + 2, p.train_workloads, length_s=p.window_s, prefix="train")]
+    test_setups = cluster_setups(base + 101, p.test_setups, prefix="unseen")
+    if p.azure_sample:
+        test_wl = [azure_sample_workload(np.random.default_rng(base + 102), speedup=p.azure_speedup)]
+    else:
+        test_wl = workloads(base + 102, p.test_workloads, length_s=p.window_s, prefix="unseen")
+    test = [SimScenario(s, w, p.metric, config=cfg) for s in test_setups for w in test_wl]
+    return train, test
+
+
+def run_learning(p: LearnParams, progress: Callable[[float, str], None] | None = None, save_to: str | Path | None = None) -> dict:
+    """Run the experiment; returns a JSON-serialisable summary: ``curve`` (learning curve),
+    ``rows`` (per scenario, seed and method), ``summary`` (see
+    :func:`rlweights.backends.compare.summarise`), ``ppo_steps`` (weights the policy chose per
+    step on the first unseen scenario), ``learned_weights`` with their
+    ``kube_scheduler_configuration`` and ``volcano_scheduler_conf`` YAML, timings.
+
+    ``progress(percent, message)`` is called along the way (it may raise to cancel).
+    Raises ``ValueError`` for bad parameters, ``FileNotFoundError`` for a missing policy."""
+    from .compare import compare, summarise
+    from .sb3 import PPOConfig, load_policy, policy_experiment, save_policy, train_ppo
+
+    p.validate()
+    report = progress or (lambda pct, msg: None)
+    t0 = time.perf_counter()
+    train, test = build_scenarios(p)
+    curve: list[dict] = []
+    train_wall = 0.0
+    steps_per_s = None
+    if p.mode == "train":
+        cfg = PPOConfig(total_timesteps=p.timesteps, steps=p.budget - 1, n_stack=p.n_stack, w_min=p.w_min,
+                        w_max=p.w_max, seed=p.seed, reward=p.reward)
+        cfg.n_steps = 8 * (p.budget - 1)
+        cfg.batch_size = cfg.n_steps * cfg.n_envs // 3
+        report(1, f"training PPO on {len(train)} (setup, workload) pairs")
+        model, curve, train_wall = train_ppo(
+            train, cfg, progress=lambda done, total, c: report(1 + 69 * done / total, f"PPO {done}/{total} steps"))
+        steps_per_s = p.timesteps / train_wall if train_wall else None
+        if save_to:
+            save_policy(model, save_to, cfg, extra={"params": asdict(p), "train_wall_s": train_wall,
+                                                    "train_scenarios": [s.name for s in train]})
+        cfg_dict = asdict(cfg)
+    else:
+        model, meta = load_policy(p.policy or SHIPPED_POLICY)
+        cfg_dict = meta["config"]
+        if (cfg_dict["w_min"], cfg_dict["w_max"]) != (p.w_min, p.w_max):
+            raise ValueError(f"policy was trained for weights {cfg_dict['w_min']}..{cfg_dict['w_max']}")
+    report(70, f"comparing with baselines on {len(test)} unseen pairs")
+    t1 = time.perf_counter()
+    rows = compare(test, p.budget, p.eval_seeds, model, cfg_dict, p.w_min, p.w_max,
+                   progress=lambda d, tot: report(70 + 29 * d / tot, f"compared {d}/{tot}"))
+    compare_wall = time.perf_counter() - t1
+    hist = policy_experiment(model, cfg_dict, test[0], p.budget, seed=p.eval_seeds[0])
+    best_w = min(hist, key=lambda h: h[1])[0]
+    summary = summarise(rows)
+    return {
+        "mode": p.mode,
+        "params": asdict(p),
+        "plugins": list(SCORE_PLUGIN_NAMES),
+        "train_scenarios": len(train),
+        "test_scenarios": [s.name for s in test],
+        "curve": curve,
+        "rows": rows,
+        "summary": summary,
+        "ppo_steps": [{"step": i, "weights": w, "metric_s": m} for i, (w, m) in enumerate(hist)],
+        "learned_weights": dict(zip(SCORE_PLUGIN_NAMES, best_w)),
+        "kube_scheduler_configuration": kube_scheduler_config_yaml(best_w),
+        "volcano_scheduler_conf": volcano_scheduler_conf_yaml(best_w),
+        "train_wall_s": train_wall,
+        "env_steps_per_s": steps_per_s,
+        "compare_wall_s": compare_wall,
+        "wall_s": time.perf_counter() - t0,
+    }

@@ -1,0 +1,102 @@
+"""Export a learned weight vector as kube-scheduler and Volcano configuration.
+
+**KubeSchedulerConfiguration** (``kubescheduler.config.k8s.io/v1``; schema:
+pkg/scheduler/apis/config/v1 and the docs page "Scheduler Configuration"): one profile whose
+``plugins.score`` disables every default score plugin (``name: '*'``) and enables the seven
+modelled ones with their weights. In v1 LeastAllocated and MostAllocated are the two scoring
+strategies of the one plugin ``NodeResourcesFit``, so their pair of weights ``(wL, wM)`` is
+written as:
+
+- ``wM == 0``: ``NodeResourcesFit`` weight ``wL``, ``scoringStrategy.type: LeastAllocated``;
+- ``wL == 0``: weight ``wM``, ``MostAllocated``;
+- both > 0: weight ``W = wL + wM`` with ``RequestedToCapacityRatio`` and the two-point shape
+  ``utilization 0 -> 10 * wL / W``, ``utilization 100 -> 10 * wM / W`` (shape scores are
+  integers 0..10, so rounded): since ``wL * (100 - u) + wM * u`` is linear in utilisation ``u``,
+  that shape reproduces the weighted sum up to that rounding.
+
+Weights of 0 leave a plugin out (kube-scheduler needs positive weights). ``InterPodAffinity``
+is not modelled, so the export disables it with the other defaults.
+
+**Volcano** ``nodeorder`` plugin (volcano-sh/volcano pkg/scheduler/plugins/nodeorder): its
+arguments ``leastrequested.weight``, ``mostrequested.weight``, ``balancedresource.weight``,
+``imagelocality.weight``, ``podtopologyspread.weight``, ``tainttoleration.weight``,
+``nodeaffinity.weight`` inside a ``volcano-scheduler.conf`` tier.
+"""
+from __future__ import annotations
+
+import yaml
+
+from .scheduler import SCORE_PLUGIN_NAMES, weights_vector
+
+API_VERSION = "kubescheduler.config.k8s.io/v1"
+MAX_CUSTOM_PRIORITY_SCORE = 10  # RequestedToCapacityRatio shape scores are 0..10
+
+VOLCANO_ARGS = {
+    "NodeResourcesLeastAllocated": "leastrequested.weight",
+    "NodeResourcesMostAllocated": "mostrequested.weight",
+    "NodeResourcesBalancedAllocation": "balancedresource.weight",
+    "ImageLocality": "imagelocality.weight",
+    "PodTopologySpread": "podtopologyspread.weight",
+    "TaintToleration": "tainttoleration.weight",
+    "NodeAffinity": "nodeaffinity.weight",
+}
+
+
+def kube_scheduler_config(weights, scheduler_name: str = "tandem-learned") -> dict:
+    """The ``KubeSchedulerConfiguration`` as a dict (see module docstring). ``weights`` as for
+    :func:`rlweights.core.scheduler.weights_vector` (raises ``SchedulingError`` if invalid)."""
+    w = dict(zip(SCORE_PLUGIN_NAMES, (int(x) for x in weights_vector(weights))))
+    wl, wm = w["NodeResourcesLeastAllocated"], w["NodeResourcesMostAllocated"]
+    enabled = []
+    plugin_config = []
+    resources = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
+    if wl or wm:
+        enabled.append({"name": "NodeResourcesFit", "weight": wl + wm})
+        if wm == 0:
+            strategy = {"type": "LeastAllocated", "resources": resources}
+        elif wl == 0:
+            strategy = {"type": "MostAllocated", "resources": resources}
+        else:
+            total = wl + wm
+            strategy = {
+                "type": "RequestedToCapacityRatio", "resources": resources,
+                "requestedToCapacityRatio": {"shape": [
+                    {"utilization": 0, "score": round(MAX_CUSTOM_PRIORITY_SCORE * wl / total)},
+                    {"utilization": 100, "score": round(MAX_CUSTOM_PRIORITY_SCORE * wm / total)},
+                ]},
+            }
+        plugin_config.append({"name": "NodeResourcesFit", "args": {"scoringStrategy": strategy}})
+    for name in SCORE_PLUGIN_NAMES[2:]:
+        if w[name] > 0:
+            enabled.append({"name": name, "weight": w[name]})
+    profile = {
+        "schedulerName": scheduler_name,
+        "plugins": {"score": {"disabled": [{"name": "*"}], "enabled": enabled}},
+    }
+    if plugin_config:
+        profile["pluginConfig"] = plugin_config
+    return {"apiVersion": API_VERSION, "kind": "KubeSchedulerConfiguration", "profiles": [profile]}
+
+
+def kube_scheduler_config_yaml(weights, scheduler_name: str = "tandem-learned") -> str:
+    """:func:`kube_scheduler_config` as YAML (PyYAML, keys in schema order)."""
+    return yaml.safe_dump(kube_scheduler_config(weights, scheduler_name), sort_keys=False)
+
+
+def volcano_nodeorder_arguments(weights) -> dict[str, int]:
+    """The ``nodeorder`` plugin arguments ``{"leastrequested.weight": ..., ...}``."""
+    w = weights_vector(weights)
+    return {VOLCANO_ARGS[n]: int(x) for n, x in zip(SCORE_PLUGIN_NAMES, w)}
+
+
+def volcano_scheduler_conf_yaml(weights) -> str:
+    """A ``volcano-scheduler.conf`` with the default actions and tiers, ``nodeorder`` weighted."""
+    conf = {
+        "actions": "enqueue, allocate, backfill",
+        "tiers": [
+            {"plugins": [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}]},
+            {"plugins": [{"name": "drf"}, {"name": "predicates"}, {"name": "proportion"},
+                         {"name": "nodeorder", "arguments": volcano_nodeorder_arguments(weights)}]},
+        ],
+    }
+    return yaml.safe_dump(conf, sort_keys=False)

@@ -1,0 +1,101 @@
+"""The weight-learning experiment end to end: created through the REST API, a real PPO
+training of a few thousand steps run by a real Celery worker on PostgreSQL + Redis, result rows,
+dashboard page, export API, and the learn_weights command."""
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+import yaml
+from django.core.management import call_command
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from rlweights.models import LearningCurvePoint, WeightStep
+from tests.conftest import wait_for
+from webapp.models import Experiment
+from webapp.states import State
+
+pytestmark = pytest.mark.integration
+
+SMALL = {"train_setups": 2, "train_workloads": 2, "test_setups": 1, "test_workloads": 1, "window_s": 30,
+         "budget": 4, "timesteps": 2048, "eval_seeds": [0]}
+
+
+@pytest.fixture
+def user(django_user_model):
+    return django_user_model.objects.create_user("rl-alice", password="pw-alice")
+
+
+@pytest.fixture
+def api(user):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    return client
+
+
+def test_ppo_training_runs_on_real_worker(celery_worker_process, api, client, user):
+    resp = api.post("/api/v1/experiments/", {"kind": "weight-learning", "name": "small", "parameters": SMALL}, format="json")
+    assert resp.status_code == 201, resp.content
+    pk = resp.json()["id"]
+    wait_for(lambda: Experiment.objects.get(pk=pk).is_terminal, timeout=240, what="weight learning to finish")
+    exp = Experiment.objects.get(pk=pk)
+    assert exp.state == State.SUCCEEDED, exp.error
+    r = exp.result
+    # 2048 steps of 3-step episodes (budget 4 = reference + 3): about 682 episodes on the curve
+    assert LearningCurvePoint.objects.filter(experiment=exp).count() == len(r["curve"]) >= 600
+    # PPO collects whole rollouts of n_steps (8 episodes x 3 steps) x 4 envs = 96 steps:
+    # ceil(2048 / 96) = 22 rollouts = 2112 steps
+    assert r["curve"][-1]["timesteps"] == 2112
+    assert WeightStep.objects.filter(experiment=exp, method="ppo").count() == 4
+    methods = r["summary"]["methods"]
+    assert set(methods) == {"equal", "kube-default", "random-search", "hill-climbing", "tpe", "ppo"}
+    assert methods["equal"]["mean_improvement_vs_equal_percent"] == 0.0
+    # best-of-budget: a search that measured the equal vector too cannot be worse than equal
+    assert methods["ppo"]["mean_improvement_vs_equal_percent"] >= 0.0
+    doc = yaml.safe_load(r["kube_scheduler_configuration"])
+    assert doc["apiVersion"] == "kubescheduler.config.k8s.io/v1"
+    # dashboard
+    assert client.get("/rlweights/").status_code == 302  # anonymous: to the login page
+    client.force_login(user)
+    page = client.get("/rlweights/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "Learned weights" in html and "rlw-curve" in html and "kubescheduler.config.k8s.io/v1" in html
+
+
+def test_bad_parameters_are_rejected_and_nothing_is_stored(api):
+    n = Experiment.objects.count()
+    resp = api.post("/api/v1/experiments/", {"kind": "weight-learning", "parameters": {**SMALL, "budget": 1}}, format="json")
+    assert resp.status_code == 400 and "budget" in resp.content.decode()
+    resp = api.post("/api/v1/experiments/", {"kind": "weight-learning", "parameters": {"w_min": 50, "w_max": 10}}, format="json")
+    assert resp.status_code == 400
+    resp = api.post("/api/v1/experiments/", {"kind": "weight-learning", "parameters": {"policy": "/etc/passwd"}}, format="json")
+    assert resp.status_code == 400
+    assert Experiment.objects.count() == n
+
+
+def test_export_api(api):
+    resp = api.post("/api/v1/rlweights/export/", {"weights": {"ImageLocality": 80, "NodeResourcesLeastAllocated": 5}}, format="json")
+    assert resp.status_code == 200, resp.content
+    body = resp.json()
+    prof = yaml.safe_load(body["kube_scheduler_configuration"])["profiles"][0]
+    assert {p["name"]: p["weight"] for p in prof["plugins"]["score"]["enabled"]} == {"NodeResourcesFit": 5, "ImageLocality": 80}
+    assert body["volcano_nodeorder_arguments"]["imagelocality.weight"] == 80
+    assert api.post("/api/v1/rlweights/export/", {"weights": {"Bogus": 1}}, format="json").status_code == 400
+    assert APIClient().post("/api/v1/rlweights/export/", {"weights": {}}, format="json").status_code in (401, 403)
+
+
+@pytest.mark.django_db
+def test_learn_weights_command_evaluates_shipped_policy_and_records(user):
+    out, err = StringIO(), StringIO()
+    call_command("learn_weights", "--mode", "evaluate", "--test-setups", "1", "--azure-sample", "--eval-seeds", "0",
+                 "--record", "--owner", user.username, "--json", stdout=out, stderr=err)
+    summary = json.loads(out.getvalue())
+    assert set(summary["learned_weights"]) == {"NodeResourcesLeastAllocated", "NodeResourcesMostAllocated",
+                                               "NodeResourcesBalancedAllocation", "ImageLocality", "PodTopologySpread",
+                                               "TaintToleration", "NodeAffinity"}
+    assert "ppo" in summary["summary"]["methods"]
+    exp = Experiment.objects.get(owner=user, kind="weight-learning")
+    assert exp.state == State.SUCCEEDED and WeightStep.objects.filter(experiment=exp).count() == 10
