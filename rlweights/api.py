@@ -27,7 +27,7 @@ class WeightLearningParams(serializers.Serializer):
     window_s = serializers.FloatField(min_value=10, max_value=3600, default=120.0)
     metric = serializers.ChoiceField(choices=["mean", "p95"], default="mean")
     budget = serializers.IntegerField(min_value=2, max_value=100, default=10)
-    timesteps = serializers.IntegerField(min_value=64, max_value=1_000_000, default=12_000)
+    timesteps = serializers.IntegerField(min_value=64, max_value=1_000_000, default=30_000)
     seed = serializers.IntegerField(min_value=0, max_value=2**31 - 1, default=0)
     eval_seeds = serializers.ListField(child=serializers.IntegerField(min_value=0), min_length=1, max_length=10, default=[0, 1])
     w_min = serializers.IntegerField(min_value=0, max_value=999, default=1)

@@ -46,7 +46,7 @@ class LearnParams:
     window_s: float = 120.0
     metric: str = "mean"
     budget: int = 10
-    timesteps: int = 12_000
+    timesteps: int = 30_000
     seed: int = 0
     eval_seeds: list[int] = field(default_factory=lambda: [0, 1])
     w_min: int = 1
