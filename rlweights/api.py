@@ -38,12 +38,24 @@ class WeightLearningParams(serializers.Serializer):
     azure_sample = serializers.BooleanField(default=False)
     azure_speedup = serializers.FloatField(min_value=1, max_value=1000, default=10.0)
     reward = serializers.ChoiceField(choices=["step", "best"], default="step")
+    cluster_id = serializers.IntegerField(required=False, min_value=1,
+                                          help_text="evaluate on this registered cluster's nodes (evaluate mode)")
+
+    def validate_cluster_id(self, value):
+        from webapp.models import Cluster
+
+        c = Cluster.objects.filter(pk=value).first()
+        if c is None:
+            raise serializers.ValidationError(f"no cluster {value}")
+        if not c.nodes.exists():
+            raise serializers.ValidationError(f"cluster {c.name} has no nodes")
+        return value
 
     def validate(self, attrs):
         from .backends.pipeline import LearnParams
 
         try:
-            LearnParams(**attrs).validate()
+            LearnParams(**{k: v for k, v in attrs.items() if k != "cluster_id"}).validate()
         except ValueError as err:
             raise serializers.ValidationError(str(err)) from None
         return attrs
