@@ -27,7 +27,7 @@ class WeightLearningParams(serializers.Serializer):
     window_s = serializers.FloatField(min_value=10, max_value=3600, default=120.0)
     metric = serializers.ChoiceField(choices=["mean", "p95"], default="mean")
     budget = serializers.IntegerField(min_value=2, max_value=100, default=10)
-    timesteps = serializers.IntegerField(min_value=64, max_value=1_000_000, default=12_000)
+    timesteps = serializers.IntegerField(min_value=64, max_value=1_000_000, default=30_000)
     seed = serializers.IntegerField(min_value=0, max_value=2**31 - 1, default=0)
     eval_seeds = serializers.ListField(child=serializers.IntegerField(min_value=0), min_length=1, max_length=10, default=[0, 1])
     w_min = serializers.IntegerField(min_value=0, max_value=999, default=1)
@@ -38,12 +38,24 @@ class WeightLearningParams(serializers.Serializer):
     azure_sample = serializers.BooleanField(default=False)
     azure_speedup = serializers.FloatField(min_value=1, max_value=1000, default=10.0)
     reward = serializers.ChoiceField(choices=["step", "best"], default="step")
+    cluster_id = serializers.IntegerField(required=False, min_value=1,
+                                          help_text="evaluate on this registered cluster's nodes (evaluate mode)")
+
+    def validate_cluster_id(self, value):
+        from webapp.models import Cluster
+
+        c = Cluster.objects.filter(pk=value).first()
+        if c is None:
+            raise serializers.ValidationError(f"no cluster {value}")
+        if not c.nodes.exists():
+            raise serializers.ValidationError(f"cluster {c.name} has no nodes")
+        return value
 
     def validate(self, attrs):
         from .backends.pipeline import LearnParams
 
         try:
-            LearnParams(**attrs).validate()
+            LearnParams(**{k: v for k, v in attrs.items() if k != "cluster_id"}).validate()
         except ValueError as err:
             raise serializers.ValidationError(str(err)) from None
         return attrs

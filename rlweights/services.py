@@ -19,10 +19,23 @@ def weight_learning_run(experiment: Experiment, reporter: ProgressReporter) -> d
     Returns the summary stored as ``experiment.result``."""
     from .backends.pipeline import LearnParams, run_learning
 
-    params = LearnParams(**experiment.parameters)
+    raw = dict(experiment.parameters)
+    cluster_id = raw.pop("cluster_id", None)
+    params = LearnParams(**raw)
+    if cluster_id is not None:
+        params.cluster = cluster_nodes(cluster_id=cluster_id)
     result = run_learning(params, progress=reporter.report)
     weight_learning_store(experiment=experiment, result=result)
     return result
+
+
+def cluster_nodes(*, cluster_id: int) -> dict:
+    """A registered cluster as plain data for :class:`rlweights.backends.pipeline.LearnParams`."""
+    from webapp.models import Cluster
+
+    c = Cluster.objects.get(pk=cluster_id)
+    return {"name": c.name, "nodes": [{"name": n.name, "cpu_cores": n.cpu_cores, "memory_mib": n.memory_mib,
+                                       "labels": n.labels, "taints": n.taints} for n in c.nodes.all()]}
 
 
 def weight_learning_store(*, experiment: Experiment, result: dict[str, Any]) -> None:

@@ -15,10 +15,10 @@ from typing import Callable
 
 import numpy as np
 
-from rlweights.core.cluster import cluster_setups
+from rlweights.core.cluster import ClusterSetup, cluster_setups
 from rlweights.core.env import SimScenario
 from rlweights.core.export import kube_scheduler_config_yaml, volcano_scheduler_conf_yaml
-from rlweights.core.scheduler import SCORE_PLUGIN_NAMES
+from rlweights.core.scheduler import SCORE_PLUGIN_NAMES, Node, Taint
 from rlweights.core.simulator import SimConfig
 from rlweights.core.workload import azure_sample_workload, workloads
 
@@ -35,7 +35,9 @@ class LearnParams:
     ``"p95"`` latency. ``azure_sample``: evaluate on the real 199-invocation sample instead of
     generated test workloads, replayed ``azure_speedup`` times faster (default 10: at its own
     rate, 199 invocations in 21 minutes, it loads a PAI setup too little for weights to matter). ``reward``: ``"step"`` or ``"best"`` (see
-    :class:`rlweights.core.env.WeightLearningEnv`).
+    :class:`rlweights.core.env.WeightLearningEnv`). ``cluster``: evaluate on this registered
+    cluster instead of sampled PAI setups: ``{"name", "nodes": [{"name", "cpu_cores",
+    "memory_mib", "labels", "taints"}]}`` (no background load).
     """
 
     mode: str = "train"
@@ -46,7 +48,7 @@ class LearnParams:
     window_s: float = 120.0
     metric: str = "mean"
     budget: int = 10
-    timesteps: int = 12_000
+    timesteps: int = 30_000
     seed: int = 0
     eval_seeds: list[int] = field(default_factory=lambda: [0, 1])
     w_min: int = 1
@@ -57,6 +59,7 @@ class LearnParams:
     azure_sample: bool = False
     azure_speedup: float = 10.0
     reward: str = "step"
+    cluster: dict | None = None
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field."""
@@ -79,10 +82,22 @@ class LearnParams:
             raise ValueError("eval_seeds must not be empty")
         if not 1 <= self.azure_speedup <= 1000:
             raise ValueError("azure_speedup must be in 1..1000")
+        if self.cluster is not None and not (self.cluster.get("nodes") or []):
+            raise ValueError("cluster has no nodes")
         if self.reward not in ("step", "best"):
             raise ValueError("reward must be 'step' or 'best'")
         if self.keep_alive_s < 0:
             raise ValueError("keep_alive_s must be >= 0")
+
+
+def setup_from_cluster(cluster: dict) -> ClusterSetup:
+    """A :class:`ClusterSetup` from a registered cluster's nodes (CPU cores, memory MiB,
+    labels, taints as ``v1.Node`` taint dicts). Raises ``SchedulingError`` for bad nodes."""
+    nodes = [Node(name=n["name"], cpu_milli=int(round(float(n["cpu_cores"]) * 1000)),
+                  memory_bytes=int(n["memory_mib"]) * 2**20, labels={k: str(v) for k, v in (n.get("labels") or {}).items()},
+                  taints=tuple(Taint(t["key"], str(t.get("value", "")), t.get("effect", "NoSchedule")) for t in n.get("taints") or []))
+             for n in cluster["nodes"]]
+    return ClusterSetup(name=str(cluster.get("name", "cluster")), nodes=nodes)
 
 
 def build_scenarios(p: LearnParams):
@@ -94,7 +109,10 @@ def build_scenarios(p: LearnParams):
     train = [SimScenario(s, w, p.metric, config=cfg)
              for s in cluster_setups(base + 1, p.train_setups, prefix="train")
              for w in workloads(base + 2, p.train_workloads, length_s=p.window_s, prefix="train")]
-    test_setups = cluster_setups(base + 101, p.test_setups, prefix="unseen")
+    if p.cluster is not None:
+        test_setups = [setup_from_cluster(p.cluster)]
+    else:
+        test_setups = cluster_setups(base + 101, p.test_setups, prefix="unseen")
     if p.azure_sample:
         test_wl = [azure_sample_workload(np.random.default_rng(base + 102), speedup=p.azure_speedup)]
     else:

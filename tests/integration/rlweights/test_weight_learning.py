@@ -99,3 +99,23 @@ def test_learn_weights_command_evaluates_shipped_policy_and_records(user):
     assert "ppo" in summary["summary"]["methods"]
     exp = Experiment.objects.get(owner=user, kind="weight-learning")
     assert exp.state == State.SUCCEEDED and WeightStep.objects.filter(experiment=exp).count() == 10
+
+
+@pytest.mark.django_db
+def test_evaluate_shipped_policy_on_registered_cluster(user):
+    from webapp.models import Cluster, Node
+    from webapp.services import experiment_create, experiment_run
+
+    c = Cluster.objects.create(name="lab")
+    for i, cores in enumerate((16, 32, 8)):
+        Node.objects.create(cluster=c, name=f"n{i}", cpu_cores=cores, memory_mib=65536, labels={"topology.kubernetes.io/zone": f"z{i % 2}"},
+                            taints=[{"key": "gpu", "value": "", "effect": "PreferNoSchedule"}] if i == 2 else [])
+    exp = experiment_create(owner=user, kind="weight-learning",
+                            parameters={"mode": "evaluate", "cluster_id": c.pk, "azure_sample": True, "eval_seeds": [0]})
+    exp = experiment_run(experiment_id=exp.pk)  # on_commit never fires in this transaction: run it here
+    assert exp.state == State.SUCCEEDED, exp.error
+    assert exp.result["test_scenarios"] == ["lab/azure2021-sample-x10"]
+    assert WeightStep.objects.filter(experiment=exp).count() == 10
+    with pytest.raises(Exception) as err:
+        experiment_create(owner=user, kind="weight-learning", parameters={"mode": "evaluate", "cluster_id": 999999})
+    assert "no cluster" in str(err.value)
