@@ -18,5 +18,6 @@ urlpatterns = [
     path("api/v1/rlweights/", include("rlweights.api")),
     path("api/v1/federation/", include("federation.api")),
     path("api/v1/", include("webapp.api")),
+    path("tuning/", include("tuning.urls")),
     path("", include("webapp.dashboard_urls")),
 ]
