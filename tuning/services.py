@@ -150,7 +150,7 @@ def _run(experiment: Experiment, reporter: ProgressReporter, params: dict[str, A
     from .backends import database as dbmod
     from .backends.callbacks import RoundAccountingCallback, RoundClock, TimedBuilder
     from .backends.energy import make_energy_meter
-    from .backends.frontends import extract_tuning_tasks, prepare_for_tuning
+    from .backends.frontends import extract_tuning_tasks, prepare_for_compile, prepare_for_tuning
     from .backends.registry import TuningSetup, make_runner, make_scheduler
     from .backends.targets import check_same_target, device_of
     from .backends.components import set_num_threads
@@ -269,7 +269,7 @@ def _run(experiment: Experiment, reporter: ProgressReporter, params: dict[str, A
 
     # --- result ------------------------------------------------------------------------------------
     reporter.report(88, "compiling tuned and untuned builds")
-    result = _measure_result(experiment, model, prepared, target, num_threads, database, work_dir, params, reporter)
+    result = _measure_result(experiment, model, prepare_for_compile(model.mod), target, num_threads, database, work_dir, params, reporter)
     rounds = TuningRound.objects.filter(experiment=experiment)
     split = {k: sum(getattr(r, k) for r in rounds) for k in
              ("search_seconds", "build_seconds", "measure_seconds", "search_joules", "build_joules", "measure_joules")}
@@ -350,6 +350,7 @@ def _measure_result(experiment, model, prepared, target, num_threads, database, 
 
     tvm_target = tvm.target.Target(target)
     libs = {}
+    # ``prepared`` is the module before legalisation/fusion (see frontends.prepare_for_compile)
     for label, db in (("tuned", database), ("untuned", ms.database.MemoryDatabase())):
         ex = ms.relax_integration.compile_relax(db, prepared, tvm_target, None)
         path = work_dir / f"{label}.so"

@@ -11,6 +11,7 @@ and prints a summary (``--json``: one JSON object on stdout).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 
@@ -61,6 +62,8 @@ class Command(BaseCommand):
         parser.add_argument("--seed-database", help="name of an imported database to start from")
         parser.add_argument("--force", action="store_true", help="use a database measured under another target")
         parser.add_argument("--no-eager", action="store_true", help="skip the PyTorch eager measurement")
+        parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                            help="runner/scheduler option, e.g. builder_workers=1 (JSON values allowed)")
         parser.add_argument("--owner", default="cli", help="user owning the experiment (created if missing)")
         parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
@@ -84,6 +87,17 @@ class Command(BaseCommand):
                 "seed": opts["seed"], "seed_database": opts["seed_database"], "force_target": opts["force"],
                 "measure_eager": not opts["no_eager"],
             }.items() if v is not None}
+            if opts["option"]:
+                options = {}
+                for item in opts["option"]:
+                    key, sep, value = item.partition("=")
+                    if not sep:
+                        raise CommandError(f"--option wants KEY=VALUE, not {item!r}")
+                    try:
+                        options[key] = json.loads(value)
+                    except json.JSONDecodeError:
+                        options[key] = value
+                raw["options"] = options
             if opts["input_shape"]:
                 raw["input_shape"] = [int(x) for x in opts["input_shape"].split(",")]
             ser = TuningParameters(data=raw)
@@ -100,7 +114,9 @@ class Command(BaseCommand):
             exp.save()
         bar = tqdm(total=100, desc=f"tuning experiment {exp.pk}", unit="%", file=sys.stderr, disable=None)
         try:
-            result = tuning_experiment_run(exp, TqdmReporter(exp, bar))
+            # MetaSchedule logs to stdout; keep stdout for the summary (--json: one JSON object)
+            with contextlib.redirect_stdout(sys.stderr):
+                result = tuning_experiment_run(exp, TqdmReporter(exp, bar))
         except (Exception, KeyboardInterrupt, ExperimentCancelled) as err:
             bar.close()
             exp.refresh_from_db()
