@@ -148,7 +148,7 @@ def _run(experiment: Experiment, reporter: ProgressReporter, params: dict[str, A
     from tvm.s_tir.analysis import estimate_tir_flops
 
     from .backends import database as dbmod
-    from .backends.callbacks import RoundAccountingCallback, RoundClock, TimedBuilder
+    from .backends.callbacks import RoundAccountingCallback, RoundClock, TimedBuilder, TimedRunner
     from .backends.energy import make_energy_meter
     from .backends.frontends import extract_tuning_tasks, prepare_for_compile, prepare_for_tuning
     from .backends.registry import TuningSetup, make_runner, make_scheduler
@@ -250,7 +250,7 @@ def _run(experiment: Experiment, reporter: ProgressReporter, params: dict[str, A
             ms.tune_tasks(
                 tasks=contexts, task_weights=weights, work_dir=str(work_dir), max_trials_global=remaining,
                 max_trials_per_task=per_task_cap, num_trials_per_iter=int(params["trials_per_round"]),
-                builder=TimedBuilder(builder, clock), runner=runner, database=database, cost_model=cost_model,
+                builder=TimedBuilder(builder, clock), runner=TimedRunner(runner, clock), database=database, cost_model=cost_model,
                 measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), callback],
                 task_scheduler=scheduler,
             )

@@ -49,7 +49,7 @@ class Command(BaseCommand):
         src.add_argument("--resume", type=int, metavar="EXPERIMENT_ID", help="continue a tuning experiment from its database")
         parser.add_argument("--input-shape", help="comma-separated, e.g. 1,3,224,224")
         parser.add_argument("--target", default="llvm", choices=["llvm", "cuda"])
-        parser.add_argument("--trials", type=int, default=64, help="total trial budget (candidates measured)")
+        parser.add_argument("--trials", type=int, help="total trial budget (candidates measured), default 64; with --resume: a new budget (e.g. the trials already done, to stop and just compile)")
         parser.add_argument("--trials-per-round", type=int, default=16)
         parser.add_argument("--max-trials-per-task", type=int)
         parser.add_argument("--max-tasks", type=int, help="tune only the N tasks with the most weighted FLOP")
@@ -78,9 +78,12 @@ class Command(BaseCommand):
                 raise CommandError(f"no tuning experiment {opts['resume']}") from None
             if exp.is_terminal:
                 raise CommandError(f"experiment {exp.pk} already {exp.state}")
+            if opts["trials"] is not None:
+                exp.parameters = {**exp.parameters, "trials": int(opts["trials"])}
+                exp.save(update_fields=["parameters"])
         else:
             raw = {k: v for k, v in {
-                "model": opts["model"], "onnx": opts["onnx"], "target": opts["target"], "trials": opts["trials"],
+                "model": opts["model"], "onnx": opts["onnx"], "target": opts["target"], "trials": opts["trials"] or 64,
                 "trials_per_round": opts["trials_per_round"], "max_trials_per_task": opts["max_trials_per_task"],
                 "max_tasks": opts["max_tasks"], "runner": opts["runner"], "scheduler": opts["scheduler"],
                 "cost_model": opts["cost_model"], "num_threads": opts["threads"], "repeats": opts["repeats"],
