@@ -24,7 +24,7 @@ from webapp.states import State
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def test_tuning_killed_mid_run_resumes_from_database_and_beats_untuned(monkeypatch, start_worker, django_user_model, settings, tmp_path):
+def test_tuning_killed_mid_run_resumes_from_database_and_beats_untuned(monkeypatch, start_worker, django_user_model, settings, tmp_path, client):
     from tuning.models import TuningRecord, TuningResult, TuningRound, TuningTask
 
     settings.VAR_DIR = tmp_path / "var"  # the worker gets the same through TANDEM_VAR_DIR
@@ -83,3 +83,10 @@ def test_tuning_killed_mid_run_resumes_from_database_and_beats_untuned(monkeypat
     result = TuningResult.objects.get(experiment=exp)
     assert result.tuned_latency["median_s"] < result.untuned_latency["median_s"]
     assert result.eager_latency["median_s"] > 0 and result.num_threads == 1
+
+    # the dashboard draws the curves and the comparison from the stored rows
+    client.force_login(owner)
+    page = client.get(f"/tuning/?experiment={exp.pk}")
+    assert page.status_code == 200
+    for div in (b"tuning-curve-time", b"tuning-curve-energy", b"tuning-latency", b"tuning-split"):
+        assert div in page.content
