@@ -76,3 +76,20 @@ def test_other_users_tuning_is_hidden(api, django_user_model, client):
     body.force_authenticate(other)
     ov = body.get(f"/api/v1/tuning/experiments/{exp.pk}/").json()
     assert ov["tasks"] == [] and ov["curve"] == [] and ov["result"] is None
+
+
+def test_database_from_another_target_is_refused(user, settings, tmp_path):
+    """The web-llm database (measured on metal) seeded into an LLVM tuning: the run fails
+    before any tuning with the target named, and its work directory gets no records."""
+    from tuning.services import tuning_database_import
+    from webapp.services import experiment_run
+    from webapp.states import State
+
+    settings.VAR_DIR = tmp_path
+    summary = tuning_database_import(src=Path(settings.DATA_DIR) / "tvm-metaschedule-db" / "web-llm", name="web-llm")
+    assert summary["records"] == 19
+    exp = Experiment.objects.create(owner=user, kind="tuning", parameters={"model": "matmul", "trials": 4, "seed_database": "web-llm"})
+    done = experiment_run(experiment_id=exp.pk)
+    assert done.state == State.FAILED
+    assert "TargetMismatch" in done.error and "'metal' vs requested 'llvm'" in done.error
+    assert not (tmp_path / "tuning" / f"exp-{exp.pk}" / "database_tuning_record.json").exists()
