@@ -20,6 +20,63 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+def _nvidia_gpu_present() -> bool:
+    """True when NVML (pynvml) initialises and sees at least one GPU."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return pynvml.nvmlDeviceGetCount() > 0
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no driver, no library
+        return False
+
+
+def _services_missing(need_browser: bool) -> list[str]:
+    """What the integration/browser tests need and this machine lacks, each with how to fix it."""
+    from django.conf import settings
+
+    missing = []
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("postgresql"):
+        import psycopg
+
+        try:
+            psycopg.connect(host=db.get("HOST") or "127.0.0.1", port=db.get("PORT") or 5432, user=db.get("USER") or "postgres",
+                            password=db.get("PASSWORD") or None, dbname="postgres", connect_timeout=3).close()
+        except Exception as err:  # noqa: BLE001
+            missing.append(f"PostgreSQL at {db.get('HOST')}:{db.get('PORT')} does not answer ({type(err).__name__}: {str(err).strip()[:200]}); "
+                           "start it (.ci/run does) or set DATABASE_URL")
+    else:
+        missing.append(f"integration tests need PostgreSQL, DATABASE_URL points at {db['ENGINE']}")
+    try:
+        import redis
+
+        redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_connect_timeout=3).ping()
+    except Exception as err:  # noqa: BLE001
+        missing.append(f"Redis at {settings.CELERY_BROKER_URL} does not answer ({type(err).__name__}: {err}); start it (.ci/run does) or set CELERY_BROKER_URL")
+    if need_browser and not Path("/usr/bin/chromium").exists():
+        missing.append("Debian chromium is not installed at /usr/bin/chromium: apt-get install -y chromium (.ci/run does)")
+    return missing
+
+
+def pytest_collection_modifyitems(config, items):
+    """Deselect tests marked ``gpu`` where no NVIDIA GPU is present (as pytest.ini says), and stop
+    the run with a clear error (never a skip) when integration or browser tests are selected but
+    PostgreSQL, Redis or chromium are missing."""
+    gpu_items = [i for i in items if i.get_closest_marker("gpu")]
+    if gpu_items and not _nvidia_gpu_present():
+        config.hook.pytest_deselected(items=gpu_items)
+        items[:] = [i for i in items if not i.get_closest_marker("gpu")]
+    need_services = any(i.get_closest_marker("integration") or i.get_closest_marker("browser") for i in items)
+    if need_services:
+        missing = _services_missing(need_browser=any(i.get_closest_marker("browser") for i in items))
+        if missing:
+            raise pytest.UsageError("integration/browser tests selected but their services are missing:\n  - " + "\n  - ".join(missing))
+
+
 def _worker_env() -> dict[str, str]:
     from django.conf import settings
 

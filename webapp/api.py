@@ -95,6 +95,8 @@ class JobViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Retrieve
     ordering_fields = ["created_at", "id", "state"]
 
     def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation
+            return Job.objects.none()
         return selectors.job_list(user=self.request.user)
 
     def perform_create(self, serializer):
@@ -132,6 +134,8 @@ class ExperimentViewSet(
     ordering_fields = ["created_at", "id", "state"]
 
     def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):  # schema generation
+            return Experiment.objects.none()
         return selectors.experiment_list(user=self.request.user)
 
     def perform_create(self, serializer):

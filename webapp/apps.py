@@ -8,6 +8,8 @@ class WebappConfig(AppConfig):
     verbose_name = "Tandem platform"
 
     def ready(self) -> None:
+        from .demo import register_demo_step
+        from .demo_platform import platform_demo
         from .experiments import ExperimentKind, register_experiment_kind
         from .serializers import TrainingProbeParameters
         from .services import training_probe_run
@@ -18,3 +20,4 @@ class WebappConfig(AppConfig):
                 parameters_serializer=TrainingProbeParameters, queue="cpu",
             )
         )
+        register_demo_step("platform", platform_demo, order=10)

@@ -7,4 +7,5 @@ app_name = "dashboard"
 urlpatterns = [
     path("", views.overview, name="overview"),
     path("experiments/", views.experiments, name="experiments"),
+    path("clusters/<int:pk>/", views.cluster_detail, name="cluster"),
 ]

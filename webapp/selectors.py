@@ -65,3 +65,18 @@ def cluster_summaries() -> list[ClusterSummary]:
             )
         )
     return out
+
+
+def cluster_nodes(*, cluster: Cluster):
+    """Nodes of ``cluster`` by name, with ``gpu_count``, ``gpu_models`` (distinct, comma-separated
+    by the template) and ``busy_gpus`` (held by running jobs) annotated."""
+    from django.db.models import Q
+
+    return (
+        cluster.nodes.annotate(
+            gpu_count=Count("gpus", distinct=True),
+            busy_gpus=Count("gpus", filter=Q(gpus__jobs__state=State.RUNNING), distinct=True),
+        )
+        .prefetch_related("gpus")
+        .order_by("name")
+    )

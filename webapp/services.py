@@ -244,7 +244,8 @@ def job_run(*, job_id: int) -> "Job":
         device = pick_device([g.index for g in gpus])
         res = train_steps(
             model_name=job.model_name, batch_size=job.batch_size, steps=job.steps,
-            device=device, image_size=settings.JOB_IMAGE_SIZE, seed=job.pk, on_step=on_step,
+            device=device, image_size=settings.JOB_IMAGE_SIZE, seed=job.pk, threads=settings.TORCH_THREADS,
+            on_step=on_step,
         )
         result = res.as_dict() | {"gpus": [g.pk for g in gpus], "attempt": job.attempts}
     except JobCancelled:
@@ -275,13 +276,15 @@ def training_probe_run(experiment: Experiment, reporter: ProgressReporter) -> di
     model on CPU (parameters: ``model_name``, ``batch_size``, ``steps``, ``image_size``),
     reporting progress each step. Result: as :class:`webapp.backends.training.TrainingResult`.
     Restarts from step 0 when redelivered."""
+    from django.conf import settings
+
     from .backends.training import train_steps
 
     p = experiment.parameters
     steps = int(p["steps"])
     res = train_steps(
         model_name=p["model_name"], batch_size=int(p["batch_size"]), steps=steps,
-        device="cpu", image_size=int(p.get("image_size", 224)), seed=experiment.pk,
+        device="cpu", image_size=int(p.get("image_size", 224)), seed=experiment.pk, threads=settings.TORCH_THREADS,
         on_step=lambda i: reporter.report(100 * i / steps, f"step {i}/{steps}"),
     )
     return res.as_dict() | {"attempt": experiment.attempts}
@@ -314,3 +317,44 @@ def node_report_gpus(*, cluster_name: str, node_name: str, gpus: list[dict[str, 
             seen.append(int(g["index"]))
         node.gpus.exclude(index__in=seen).delete()
     return node
+
+
+# --- Node import ------------------------------------------------------------------------
+
+
+def nodes_import(*, cluster_name: str, cluster_kind: str, specs: list, progress=None) -> dict[str, int]:
+    """Store parsed :class:`webapp.importers.NodeSpec` rows in cluster ``cluster_name``
+    (created with ``cluster_kind`` if missing), in ONE transaction: a node that exists is
+    updated and its GPUs replaced, so importing the same file twice changes nothing.
+    ``progress(n)`` is called per node (e.g. a tqdm ``update``).
+
+    Returns ``{"nodes_created", "nodes_updated", "gpus"}``. Raises ``ValueError`` if ``specs``
+    is empty (nothing is stored).
+    """
+    from .models import Cluster, GPUDevice, Node
+
+    if not specs:
+        raise ValueError("no nodes to import")
+    created = updated = ngpus = 0
+    with transaction.atomic():
+        cluster, _ = Cluster.objects.get_or_create(name=cluster_name, defaults={"kind": cluster_kind})
+        existing = {n.name: n for n in cluster.nodes.all()}
+        new_gpus = []
+        for s in specs:
+            node = existing.get(s.name)
+            fields = dict(cpu_cores=s.cpu_cores, memory_mib=s.memory_mib, labels=s.labels, taints=s.taints)
+            if node is None:
+                node = Node.objects.create(cluster=cluster, name=s.name, **fields)
+                created += 1
+            else:
+                for k, v in fields.items():
+                    setattr(node, k, v)
+                node.save()
+                node.gpus.all().delete()
+                updated += 1
+            new_gpus += [GPUDevice(node=node, index=i, model=s.gpu_model, memory_mib=s.gpu_memory_mib) for i in range(s.gpu_count)]
+            ngpus += s.gpu_count
+            if progress:
+                progress(1)
+        GPUDevice.objects.bulk_create(new_gpus, batch_size=1000)
+    return {"nodes_created": created, "nodes_updated": updated, "gpus": ngpus}

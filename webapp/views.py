@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, render
 
 from . import selectors
 from .figures import cluster_capacity_figure
+from .models import Cluster
 
 
 def figure_html(fig, div_id: str) -> str:
@@ -30,3 +32,11 @@ def overview(request):
 def experiments(request):
     """The user's experiments (staff: all) with live progress (polled from the API)."""
     return render(request, "webapp/experiments.html", {"experiments": selectors.experiment_list(user=request.user)[:100]})
+
+
+@login_required
+def cluster_detail(request, pk: int):
+    """One cluster's nodes (CPU, memory, GPUs, GPUs busy, taints), 50 per page."""
+    cluster = get_object_or_404(Cluster, pk=pk)
+    page = Paginator(selectors.cluster_nodes(cluster=cluster), 50).get_page(request.GET.get("page"))
+    return render(request, "webapp/cluster_detail.html", {"cluster": cluster, "page": page})

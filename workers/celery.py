@@ -20,3 +20,13 @@ app.conf.imports = (
     "workers.tasks.rlweights",
     "workers.tasks.federation",
 )
+
+# ``--gpu``: report this node's GPUs through NVML at start and on a heartbeat (workers/gpu.py).
+from click import Option  # noqa: E402
+
+from .gpu import GPUReporter  # noqa: E402
+
+app.user_options["worker"].add(
+    Option(("--gpu",), is_flag=True, default=False, help="Report this node's NVIDIA GPUs (NVML) at start and every 60 s.")
+)
+app.steps["worker"].add(GPUReporter)

@@ -59,12 +59,13 @@ def train_steps(
     device: str = "cpu",
     image_size: int = 224,
     seed: int = 0,
+    threads: int = 0,
     on_step: Callable[[int], None] | None = None,
 ) -> TrainingResult:
     """Run ``steps`` SGD steps (lr 0.01, momentum 0.9) of torchvision ``model_name`` (random
     weights, 1000 classes) on one synthetic batch of shape ``(batch_size, 3, image_size,
     image_size)`` with random labels, on ``device``. ``on_step(i)`` is called after step ``i``
-    (1-based); it may raise to stop the run.
+    (1-based); it may raise to stop the run. ``threads > 0`` sets torch's intra-op threads.
 
     Raises ``ValueError`` for a model name torchvision does not know or ``steps < 1``.
     """
@@ -75,6 +76,8 @@ def train_steps(
         raise ValueError(f"unknown torchvision model {model_name!r}")
     if steps < 1 or batch_size < 1:
         raise ValueError("steps and batch_size must be at least 1")
+    if threads > 0:
+        torch.set_num_threads(threads)
     torch.manual_seed(seed)
     dev = torch.device(device)
     model = torchvision.models.get_model(model_name, weights=None, num_classes=1000).to(dev)

@@ -17,6 +17,7 @@ Variables (all optional unless stated):
                             giving it to another worker (worker lost); default 3600. Must
                             exceed the longest task, or a slow task is run twice at once
 ``TANDEM_JOB_IMAGE_SIZE``   side of the synthetic training images of jobs, pixels; default 224
+``TANDEM_TORCH_THREADS``    torch threads of jobs and training probes; default 0 = torch's own
 ``TANDEM_LOG_LEVEL``        root log level, default ``INFO``
 ==========================  ==============================================================
 """
@@ -144,9 +145,16 @@ SPECTACULAR_SETTINGS = {
     "learned scheduler weights and federation.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and docs describe the API, they hold no data: readable without a login.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "ClusterKindEnum": "webapp.models.Cluster.Kind",
+        "ExperimentKindEnum": "webapp.models.Experiment.Kind",
+        "StateEnum": "webapp.states.State",
+    },
 }
 
 # --- Celery -----------------------------------------------------------------------------
@@ -174,6 +182,9 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
 # --- Jobs -------------------------------------------------------------------------------
 JOB_IMAGE_SIZE = env.int("TANDEM_JOB_IMAGE_SIZE", default=224)
+#: torch intra-op threads for jobs and training probes; 0 keeps torch's default (one per core).
+#: On a machine shared with other busy processes, 1 avoids oversubscription.
+TORCH_THREADS = env.int("TANDEM_TORCH_THREADS", default=0)
 
 LOGGING = {
     "version": 1,

@@ -8,3 +8,9 @@ DATABASES = {"default": env.db("DATABASE_URL")}
 CELERY_BROKER_URL = env("CELERY_BROKER_URL")
 SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
 CSRF_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
+# TLS is usually ended at a proxy/load balancer: trust its X-Forwarded-Proto, and let the
+# operator turn on redirects and HSTS once the whole site is served over HTTPS.
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env.bool("DJANGO_SSL_REDIRECT", default=False)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_HSTS_SECONDS = env.int("DJANGO_HSTS_SECONDS", default=0)

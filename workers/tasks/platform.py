@@ -2,9 +2,14 @@
 from __future__ import annotations
 
 from celery import shared_task
+from django.db import InterfaceError, OperationalError
+
+#: A lost database connection (database restart) is retried with back-off; the services are
+#: idempotent, so a retry resumes or restarts the work and the result is still written once.
+DB_RETRY = dict(autoretry_for=(OperationalError, InterfaceError), retry_backoff=5, retry_backoff_max=120, max_retries=8)
 
 
-@shared_task(name="tandem.run_experiment", acks_late=True, reject_on_worker_lost=True)
+@shared_task(name="tandem.run_experiment", acks_late=True, reject_on_worker_lost=True, **DB_RETRY)
 def run_experiment(experiment_id: int) -> None:
     """Load the experiment, run it to a terminal state (idempotent; see
     :func:`webapp.services.experiment_run`)."""
@@ -13,7 +18,7 @@ def run_experiment(experiment_id: int) -> None:
     experiment_run(experiment_id=experiment_id)
 
 
-@shared_task(name="tandem.run_job", acks_late=True, reject_on_worker_lost=True)
+@shared_task(name="tandem.run_job", acks_late=True, reject_on_worker_lost=True, **DB_RETRY)
 def run_job(job_id: int) -> None:
     """Run a job's training steps to a terminal state (idempotent; see
     :func:`webapp.services.job_run`). Acknowledged only when done, so a lost worker's job is

@@ -1,0 +1,99 @@
+"""Job services on PostgreSQL, without a worker: dispatch-once, idempotent run, cancel, scheduler hook."""
+from __future__ import annotations
+
+import pytest
+from django.test import override_settings
+
+from webapp import services
+from webapp.jobs import JobRejected, register_job_scheduler, get_job_scheduler
+from webapp.models import Cluster, GPUDevice, Job, Node
+from webapp.states import IllegalTransition, State
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db]
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create_user("alice", password="pw")
+
+
+class Queued:
+    """The run_job messages waiting in the real Redis broker (no worker consumes them here)."""
+
+    def __init__(self):
+        import redis
+        from django.conf import settings
+
+        self.r = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+        self.r.flushdb()
+
+    def __call__(self, queue: str = "cpu") -> list[int]:
+        import json
+
+        msgs = [json.loads(m) for m in self.r.lrange(queue, 0, -1)]
+        return [json.loads(__import__("base64").b64decode(m["body"]))[0][0] for m in msgs]
+
+
+@pytest.fixture
+def sent():
+    q = Queued()
+    yield q
+    q.r.flushdb()
+
+
+def test_dispatch_once(alice, sent, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        job = services.job_submit(owner=alice, model_name="resnet18", batch_size=2, steps=1, num_gpus=0)
+    assert sent("cpu") == [job.pk]
+    with django_capture_on_commit_callbacks(execute=True):
+        assert services.job_schedule() == []  # already dispatched: not sent again
+    assert sent("cpu") == [job.pk] and sent("gpu") == []
+
+
+@override_settings(JOB_IMAGE_SIZE=32, TORCH_THREADS=1)
+def test_run_is_idempotent_and_frees_gpus(alice, sent, django_capture_on_commit_callbacks):
+    node = Node.objects.create(cluster=Cluster.objects.create(name="c"), name="n", cpu_cores=4, memory_mib=1024)
+    gpu = GPUDevice.objects.create(node=node, index=0, model="T4", memory_mib=16384)
+    job = Job.objects.create(owner=alice, model_name="resnet18", batch_size=2, steps=2)
+    job.gpus.add(gpu)
+    with django_capture_on_commit_callbacks(execute=True):
+        done = services.job_run(job_id=job.pk)
+    assert done.state == State.SUCCEEDED and done.attempts == 1
+    assert done.result["steps"] == 2 and done.result["gpus"] == [gpu.pk]
+    assert done.result["device"] == "cpu"  # no CUDA on this machine: falls back to CPU
+    assert done.gpus.count() == 0  # freed
+    first = dict(done.result), done.finished_at
+    again = services.job_run(job_id=job.pk)  # a duplicate delivery of a finished job changes nothing
+    assert (again.result, again.finished_at, again.attempts) == (first[0], first[1], 1)
+
+
+def test_unknown_model_fails_job_cleanly(alice, sent):
+    job = Job.objects.create(owner=alice, model_name="not-a-model", batch_size=2, steps=2)
+    done = services.job_run(job_id=job.pk)
+    assert done.state == State.FAILED and "unknown torchvision model" in done.error
+
+
+def test_cancel_queued_then_illegal(alice, sent):
+    job = Job.objects.create(owner=alice, model_name="resnet18", batch_size=2)
+    assert services.job_cancel(job=job).state == State.CANCELLED
+    with pytest.raises(IllegalTransition):
+        services.job_cancel(job=job)
+
+
+def test_registered_scheduler_rejects_and_nothing_is_stored(alice, sent):
+    class MaxTwoGPUs:
+        def validate(self, job):
+            if job.num_gpus > 2:
+                raise JobRejected(f"no node has {job.num_gpus} GPUs", field="num_gpus")
+
+        def schedule(self):
+            return []
+
+    before = get_job_scheduler()
+    register_job_scheduler(MaxTwoGPUs())
+    try:
+        with pytest.raises(JobRejected, match="no node has 3 GPUs"):
+            services.job_submit(owner=alice, model_name="resnet18", batch_size=2, num_gpus=3)
+        assert Job.objects.count() == 0
+    finally:
+        register_job_scheduler(before)
