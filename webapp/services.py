@@ -41,7 +41,7 @@ def experiment_enqueue(*, experiment: Experiment) -> None:
     from workers.tasks.platform import run_experiment
 
     spec = get_experiment_kind(experiment.kind)
-    run_experiment.apply_async(args=[experiment.pk], queue=spec.queue)
+    run_experiment.apply_async(args=[experiment.pk], queue=spec.queue_for(experiment.parameters))
 
 
 def experiment_run(*, experiment_id: int) -> Experiment:

@@ -21,5 +21,6 @@ urlpatterns = [
     path("placement/", include("placement.urls")),
     path("federation/", include("federation.urls")),
     path("rlweights/", include("rlweights.urls")),
+    path("tuning/", include("tuning.urls")),
     path("", include("webapp.dashboard_urls")),
 ]
