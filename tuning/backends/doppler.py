@@ -42,7 +42,8 @@ pick the next DOP. Each decision (DOP, relative error, induced failures, back-of
 usage, time in parallel and serial measurement) is kept in :attr:`DopplerEngine.decisions`,
 appended to ``doppler_decisions.jsonl`` in the work directory, and handed to a callback.
 
-Options (``TuningSetup.options["doppler"]``, all optional): ``devices`` (``"cpu"``: core sets
+Options (``TuningSetup.options["doppler"]``, all optional): ``devices`` (default: environment
+variable ``TANDEM_DOPPLER_DEVICES``, else ``"cpu"``; ``"cpu"``: core sets
 of ``num_threads`` cores; ``"cpu:0-1|2-3"``: explicit core sets; ``"cuda"`` / ``"cuda:0,1"``;
 ``"rpc://HOST:PORT/KEY"``: every server of that key on the tracker), ``overlap``
 (``"auto"``, true, false), ``build_workers``, ``build_timeout_s`` (30), ``min_repeat_ms`` (25, per
@@ -600,6 +601,19 @@ def _meta_classes():
                     fut.set_exception(exc)
             return [DopplerRunnerFuture(fut, i) for i in range(len(cands))]
 
+        def round_details(self, artifact_paths: list) -> dict:
+            """``{"doppler": decision}`` of the batch that measured these artifacts (JSON-ready:
+            task, dop, rel_error, induced_failures, action, next_dop, timeout_s, sample, serial_top,
+            measured_by, parallel_s, serial_s), or ``{}``; for a tuning round's ``details``."""
+            rec = self.engine.decision_for([str(p) for p in artifact_paths if p])
+            if rec is None:
+                return {}
+            return {"doppler": {k: v for k, v in rec.items() if k != "artifacts"}}
+
+        def close(self) -> None:
+            """Stop the engine's worker processes."""
+            self.engine.close()
+
     @derived_object
     class DopplerBuilder(PyBuilder):
         """MetaSchedule builder on the engine's warm, persistent build workers."""
@@ -628,7 +642,7 @@ def meta_classes():
 def make_engine(setup: TuningSetup, on_decision: Callable[[dict], None] | None = None) -> DopplerEngine:
     """Build a :class:`DopplerEngine` from a :class:`TuningSetup` (options under ``"doppler"``)."""
     opts = dict((setup.options or {}).get("doppler", {}))
-    devices = str(opts.pop("devices", "cpu"))
+    devices = str(opts.pop("devices", None) or os.environ.get("TANDEM_DOPPLER_DEVICES") or "cpu")
     overlap = opts.pop("overlap", "auto")
     overlap = None if overlap in (None, "auto") else bool(overlap)
     build_workers = opts.pop("build_workers", None)
