@@ -207,6 +207,15 @@ def _rpc_session(slot: SlotSpec):
     return _WORKER["session"], _WORKER["server"]
 
 
+def _open_slot_in_worker() -> str:
+    """Warm-up call: returns the worker's device label (for RPC, opens the session now, so the
+    first measurement's timeout does not include connecting)."""
+    slot: SlotSpec = _WORKER["slot"]
+    if slot.kind == "rpc":
+        return _rpc_session(slot)[1]
+    return slot.name
+
+
 def _measure_in_worker(artifact_path: str, device_type: str, args_info: list, min_repeat_ms: int,
                        min_repeats: int, max_repeats: int, ci_rel_halfwidth: float) -> tuple[list[float], dict]:
     """Load one built candidate on this worker's device and time it there.
@@ -292,9 +301,20 @@ class _Slot:
         self.worker = PopenWorker(initializer=_measure_worker_init, initargs=(spec,),
                                   stderr=None if logger.isEnabledFor(logging.DEBUG) else open(os.devnull, "w"))
         self.measured = 0
+        self.label = spec.name
+        self.cold = True
+
+    def warm(self) -> str:
+        """Start the worker process (imports TVM, pins, opens its RPC session) with no timeout."""
+        self.worker.send(_open_slot_in_worker)
+        self.label = self.worker.recv()
+        self.cold = False
+        return self.label
 
     def measure(self, cand: "_Candidate", timeout_s: float, evalcfg: dict) -> tuple[list[float] | None, str | None, dict]:
         try:
+            if self.cold:  # after a timeout the process was killed: restart it outside the timeout
+                self.warm()
             self.worker.send(_measure_in_worker, (cand.artifact_path, cand.device_type, cand.args_info,
                                                   evalcfg["min_repeat_ms"], evalcfg["min_repeats"],
                                                   evalcfg["max_repeats"], evalcfg["ci_rel_halfwidth"]),
@@ -303,6 +323,7 @@ class _Slot:
             self.measured += 1
             return costs, None, info
         except TimeoutError:
+            self.cold = True
             return None, f"DopplerRunner: timeout, killed after {timeout_s:.1f} s on {self.spec.name}", {"slot": self.spec.name}
         except Exception as exc:  # noqa: BLE001 - a runner reports errors as data
             return None, f"DopplerRunner: error on {self.spec.name}\n{exc}", {"slot": self.spec.name}
@@ -372,7 +393,8 @@ class DopplerEngine:
         spare = tuple(c for c in all_cores if c not in used)
         remote = all(s.kind == "rpc" and s.tracker and s.tracker[0] not in ("127.0.0.1", "localhost", "::1")
                      for s in slots)
-        auto = bool(spare) or all(s.kind == "cuda" for s in slots) or remote
+        cpu_only = all(s.kind == "cpu" for s in slots)
+        auto = (cpu_only and bool(spare)) or all(s.kind == "cuda" for s in slots) or remote
         self.overlap = auto if overlap is None else bool(overlap)
         build_cores = spare if (self.overlap and spare) else tuple(all_cores)
         self.build_workers = int(build_workers or len(build_cores))
@@ -392,9 +414,11 @@ class DopplerEngine:
         futs = [self.build_pool.submit(os.getpid) for _ in range(self.build_workers)]
         for f in futs:
             f.result()
-        for s in self.slots:
-            s.worker.send(os.getpid)
-            s.worker.recv()
+        threads = [threading.Thread(target=s.warm, daemon=True) for s in self.slots]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
         return time.perf_counter() - t0
 
     def build(self, build_inputs: list) -> list:
@@ -640,7 +664,8 @@ def meta_classes():
 
 
 def make_engine(setup: TuningSetup, on_decision: Callable[[dict], None] | None = None) -> DopplerEngine:
-    """Build a :class:`DopplerEngine` from a :class:`TuningSetup` (options under ``"doppler"``)."""
+    """Build a :class:`DopplerEngine` from a :class:`TuningSetup` (options under ``"doppler"``) and
+    warm it up (every worker started, imports paid, RPC sessions open) before tuning starts."""
     opts = dict((setup.options or {}).get("doppler", {}))
     devices = str(opts.pop("devices", None) or os.environ.get("TANDEM_DOPPLER_DEVICES") or "cpu")
     overlap = opts.pop("overlap", "auto")
@@ -652,9 +677,15 @@ def make_engine(setup: TuningSetup, on_decision: Callable[[dict], None] | None =
     slots = parse_devices(devices, setup.num_threads)
     max_dop = int(opts.pop("max_dop", len(slots)))
     config = DopplerConfig.from_options(opts, max_dop=max_dop)
-    return DopplerEngine(slots, config=config, build_workers=build_workers, build_timeout_s=build_timeout_s,
-                         min_repeat_ms=min_repeat_ms, overlap=overlap, work_dir=setup.work_dir, seed=setup.seed,
-                         max_process_uses=max_process_uses, on_decision=on_decision)
+    engine = DopplerEngine(slots, config=config, build_workers=build_workers, build_timeout_s=build_timeout_s,
+                           min_repeat_ms=min_repeat_ms, overlap=overlap, work_dir=setup.work_dir, seed=setup.seed,
+                           max_process_uses=max_process_uses, on_decision=on_decision)
+    try:
+        engine.warm_up()
+    except BaseException:
+        engine.close()
+        raise
+    return engine
 
 
 def doppler_components(setup: TuningSetup):

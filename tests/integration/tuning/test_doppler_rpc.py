@@ -1,13 +1,15 @@
 """DOPpler on LLVM with two local TVM RPC servers behind a local tracker (real processes).
 
-A real MetaSchedule tuning of a small real workload (a 128x128x128 float32 matmul) runs with
-DOPpler's builder and runner; the runner takes every server of the key from the tracker as one
+``manage.py tune --runner doppler`` runs a real MetaSchedule tuning of a small real workload (the
+built-in ``matmul`` model, one Linear(512, 512) at batch 64) against PostgreSQL; DOPpler's runner
+takes every server of the key from the tracker (``TANDEM_DOPPLER_DEVICES=rpc://...``) as one
 measurement slot. The test asserts both servers measured candidates, from two independent
 sources: the engine's per-batch record of which server measured what, and each server's own log
 (it logs ``load_module`` for every candidate loaded on it).
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -79,46 +81,33 @@ def rpc_cluster(tmp_path):
                 p.wait()
 
 
-def test_doppler_tunes_on_two_rpc_servers(rpc_cluster, tmp_path):
-    import tvm
-    from tvm import te
-    from tvm.s_tir import meta_schedule as ms
+@pytest.mark.django_db(transaction=True)
+def test_tune_command_with_doppler_on_two_rpc_servers(rpc_cluster, tmp_path, settings, monkeypatch):
+    from django.core.management import call_command
 
-    from tuning.backends.registry import TuningSetup, make_runner
+    from tuning.models import TuningRecord, TuningRound
 
     port, server_logs = rpc_cluster
-    a = te.placeholder((128, 128), name="A")
-    b = te.placeholder((128, 128), name="B")
-    k = te.reduce_axis((0, 128), name="k")
-    c = te.compute((128, 128), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
-    mod = tvm.IRModule({"main": te.create_prim_func([a, b, c])})
+    settings.VAR_DIR = tmp_path / "var"
+    monkeypatch.setenv("TANDEM_DOPPLER_DEVICES", f"rpc://127.0.0.1:{port}/{KEY}")
+    out = io.StringIO()
+    # matmul: one Linear(512, 512) at batch 64, one tuning task; 16 trials = 2 rounds of 8
+    call_command("tune", "--model", "matmul", "--target", "llvm", "--runner", "doppler", "--trials", "16",
+                 "--trials-per-round", "8", "--threads", "1", "--repeats", "5", "--no-eager", "--json", stdout=out)
+    summary = json.loads(out.getvalue().strip().splitlines()[-1])
+    assert summary["runner"] == "doppler" and summary["trials_in_database"] == 16
 
-    work = tmp_path / "work"
-    setup = TuningSetup(target={"kind": "llvm", "num-cores": 1}, num_threads=1, work_dir=work, seed=1,
-                        max_trials_global=16, num_trials_per_iter=8,
-                        options={"doppler": {"devices": f"rpc://127.0.0.1:{port}/{KEY}", "build_workers": 1}})
-    builder, runner = make_runner("doppler", setup)
-    engine = runner.engine
-    try:
-        assert [s.kind for s in engine.slot_specs] == ["rpc", "rpc"]
-        db = ms.tune_tir(mod, setup.target, str(work), max_trials_global=16, num_trials_per_iter=8,
-                         builder=builder, runner=runner, seed=1)
-        decisions = list(engine.decisions)
-    finally:
-        engine.close()
-
-    # 16 trials in batches of 8: the first at DOP 1, the second at DOP 2 (start 1, +1, max = 2 servers)
+    rounds = list(TuningRound.objects.filter(experiment_id=summary["experiment"]).order_by("round_index"))
+    decisions = [r.details["doppler"] for r in rounds]
+    # start at DOP 1, +1 after the first round, capped by the 2 servers
     assert [d["dop"] for d in decisions] == [1, 2]
-    servers = set()
-    for d in decisions:
-        servers.update(k for k in d["measured_by"] if ":" in k)
+    servers = {k for d in decisions for k in d["measured_by"] if ":" in k}
     assert len(servers) == 2, decisions  # two distinct host:port servers measured candidates
+    assert sum(decisions[1]["measured_by"].values()) == 8
     # each server's own log shows it loaded candidates
     for log in server_logs:
         assert "load_module" in log.read_text(), log.read_text()[-2000:]
-    # tuning records with run times landed in MetaSchedule's database
-    workload = db.commit_workload(mod)
-    best = db.get_top_k(workload, 1)
-    assert best and float(best[0].run_secs[0]) > 0
-    lines = (work / "doppler_decisions.jsonl").read_text().splitlines()
-    assert [json.loads(x)["dop"] for x in lines] == [1, 2]
+    recs = TuningRecord.objects.filter(experiment_id=summary["experiment"])
+    assert recs.count() == 16 and recs.filter(error="", mean_seconds__gt=0).exists()
+    work = settings.VAR_DIR / "tuning" / f"exp-{summary['experiment']}"
+    assert [json.loads(x)["dop"] for x in (work / "doppler_decisions.jsonl").read_text().splitlines()] == [1, 2]
