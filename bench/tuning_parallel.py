@@ -146,6 +146,8 @@ def main(argv: list[str] | None = None) -> None:
             | {"latency_median_s": dop["latency"]["median_s"], "dop_per_round": dop["dop_per_round"],
                "engine": dop["engine"]},
         }
+        # partial result per model (stderr), so a long run that is stopped still reports
+        print(json.dumps({"model": name, **summary["models"][name]}, default=str), file=sys.stderr, flush=True)
     summary["loadavg_1m_end"] = os.getloadavg()[0]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
