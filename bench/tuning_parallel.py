@@ -8,8 +8,9 @@ seed, target and thread count twice:
 * ``local``: MetaSchedule's ``LocalBuilder`` + ``LocalRunner`` (Tandem's runner "local");
 * ``doppler``: DOPpler's warm build workers + parallel runner (Tandem's runner "doppler").
 
-Each tuning's wall time is split into search, build and measurement by the tuning engine's own
-round accounting (``TimedBuilder`` + ``RoundAccountingCallback``); the tuned model is then compiled
+Each tuning's wall time is split by runner-neutral wrappers: build = inside ``Builder.build``,
+measurement = inside ``Runner.run`` plus blocked on its futures, setup = creating the builder and
+runner (DOPpler's warm-up of its workers), search = the rest; the tuned model is then compiled
 with each database and its end-to-end latency measured in a fresh subprocess (median of
 ``--repeats`` runs). Figures: total tuning wall-time ratio (doppler / local), measurement-phase
 ratio, final latency ratio, the split for both, DOPpler's DOP trajectory.
@@ -34,12 +35,68 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings.dev")
 
 
+def _phase_timers():
+    """Runner-neutral wall-clock split: ``build`` = inside ``Builder.build``; ``measure`` = inside
+    ``Runner.run`` plus blocked in the futures' ``result()`` (LocalRunner measures inside ``run``,
+    DOPpler when the tuner waits); search = the rest of the tuning. Returns (wrap_builder,
+    wrap_runner, totals dict)."""
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.builder import PyBuilder
+    from tvm.s_tir.meta_schedule.runner import PyRunner, PyRunnerFuture
+
+    totals = {"build": 0.0, "measure": 0.0}
+
+    @derived_object
+    class TB(PyBuilder):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def build(self, build_inputs):
+            t0 = time.perf_counter()
+            try:
+                return self.inner.build(build_inputs)
+            finally:
+                totals["build"] += time.perf_counter() - t0
+
+    @derived_object
+    class TF(PyRunnerFuture):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def done(self):
+            return bool(self.inner.done())
+
+        def result(self):
+            t0 = time.perf_counter()
+            try:
+                return self.inner.result()
+            finally:
+                totals["measure"] += time.perf_counter() - t0
+
+    @derived_object
+    class TR(PyRunner):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def run(self, runner_inputs):
+            t0 = time.perf_counter()
+            try:
+                return [TF(f) for f in self.inner.run(runner_inputs)]
+            finally:
+                totals["measure"] += time.perf_counter() - t0
+
+    return TB, TR, totals
+
+
 def tune_once(runner_name: str, extracted, selected, target, threads, args, work_dir: Path) -> dict:
     """Tune ``selected`` tasks with runner ``runner_name``; returns timings, split, database."""
     from tvm.s_tir import meta_schedule as ms
 
     from tuning.backends import database as dbmod
-    from tuning.backends.callbacks import RoundAccountingCallback, RoundClock, TimedBuilder
+    from tuning.backends.callbacks import RoundAccountingCallback, RoundClock
     from tuning.backends.energy import make_energy_meter
     from tuning.backends.registry import TuningSetup, make_runner, make_scheduler
 
@@ -50,6 +107,8 @@ def tune_once(runner_name: str, extracted, selected, target, threads, args, work
     meter = make_energy_meter("cpu")
     t_start = time.perf_counter()
     builder, runner = make_runner(runner_name, setup)  # DOPpler's warm-up is part of its tuning time
+    setup_s = time.perf_counter() - t_start
+    wrap_builder, wrap_runner, totals = _phase_timers()
     clock = RoundClock(meter)
     rounds = []
     callback = RoundAccountingCallback(clock, rounds.append, round_details=getattr(runner, "round_details", None))
@@ -59,7 +118,7 @@ def tune_once(runner_name: str, extracted, selected, target, threads, args, work
     try:
         ms.tune_tasks(tasks=contexts, task_weights=weights, work_dir=str(work_dir),
                       max_trials_global=args.trials * len(selected), max_trials_per_task=args.trials,
-                      num_trials_per_iter=args.trials_per_round, builder=TimedBuilder(builder, clock), runner=runner,
+                      num_trials_per_iter=args.trials_per_round, builder=wrap_builder(builder), runner=wrap_runner(runner),
                       database=database, cost_model="xgb",
                       measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), callback],
                       task_scheduler=make_scheduler("round-robin", setup))
@@ -68,12 +127,13 @@ def tune_once(runner_name: str, extracted, selected, target, threads, args, work
     finally:
         if callable(getattr(runner, "close", None)):
             runner.close()
-    split = {k: sum(getattr(r, k) for r in rounds) for k in ("search_seconds", "build_seconds", "measure_seconds")}
+    split = {"build_seconds": totals["build"], "measure_seconds": totals["measure"],
+             "search_seconds": total - setup_s - totals["build"] - totals["measure"]}
     best = {}
     for r in rounds:
         if r.best_seconds is not None:
             best[r.task_name] = min(best.get(r.task_name, float("inf")), r.best_seconds)
-    return {"total_s": total, **split, "setup_s": total - sum(split.values()), "rounds": len(rounds),
+    return {"total_s": total, **split, "setup_s": setup_s, "rounds": len(rounds),
             "trials": sum(len(r.candidates) for r in rounds),
             "errors": sum(1 for r in rounds for c in r.candidates if c.error),
             "best_task_seconds": best, "database": database, "engine": engine_summary,
@@ -120,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
         extracted = extract_tuning_tasks(prepared, tvm_target)
         selected = _select_tasks(extracted, args.tasks)
         res = {}
-        for runner_name in ("local", "doppler"):
+        for runner_name in ("doppler", "local"):  # DOPpler first: a crash shows early
             r = tune_once(runner_name, extracted, selected, target, threads, args, root / name / runner_name)
             ex = ms.relax_integration.compile_relax(r.pop("database"), prepared, tvm_target, None)
             lib = root / name / f"{runner_name}.so"

@@ -570,6 +570,32 @@ class DopplerEngine:
 # --------------------------------------------------------------------------------------------
 
 
+class _LazyBatch:
+    """A batch measured when the tuner first asks for a result (so measurement happens while the
+    tuner is blocked on it, never while it searches or builds). ``done()`` is True: asking is
+    what runs it. Same ``done``/``result`` interface as ``concurrent.futures.Future``."""
+
+    def __init__(self, fn: Callable[[], list]) -> None:
+        self._fn = fn
+        self._lock = threading.Lock()
+        self._value: list | None = None
+        self._error: BaseException | None = None
+
+    def done(self) -> bool:
+        return True
+
+    def result(self) -> list:
+        with self._lock:
+            if self._value is None and self._error is None:
+                try:
+                    self._value = self._fn()
+                except Exception as exc:  # noqa: BLE001 - re-raised to every future of the batch
+                    self._error = exc
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]
+
+
 def _meta_classes():
     from tvm.ir.utils import derived_object
     from tvm.s_tir.meta_schedule.builder import PyBuilder
@@ -597,7 +623,8 @@ def _meta_classes():
     @derived_object
     class DopplerRunner(PyRunner):
         """MetaSchedule runner over a :class:`DopplerEngine`: ``run`` returns all futures of the
-        batch at once; the batch is measured in the background when the engine allows overlap."""
+        batch at once; the batch is measured in the background when the engine allows overlap,
+        otherwise when the tuner first waits on one of its futures."""
 
         def __init__(self, engine: DopplerEngine) -> None:
             super().__init__()
@@ -618,11 +645,7 @@ def _meta_classes():
 
                 fut = eng._bg.submit(job)
             else:
-                fut = concurrent.futures.Future()
-                try:
-                    fut.set_result(eng.measure_batch(cands))
-                except Exception as exc:  # noqa: BLE001
-                    fut.set_exception(exc)
+                fut = _LazyBatch(lambda: eng.measure_batch(cands))
             return [DopplerRunnerFuture(fut, i) for i in range(len(cands))]
 
         def round_details(self, artifact_paths: list) -> dict:
