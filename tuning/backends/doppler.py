@@ -38,8 +38,9 @@ runner measures the candidates on ``dop`` slots in parallel, re-measures the con
 (MAD outliers + random fill to ~20%, plus failures) and the candidates that rank in the task's
 best 10% so far serially on one slot with the others idle, returns the serial numbers for every
 candidate that has one (so the best candidates' serial numbers decide), and lets the controller
-pick the next DOP. Each decision (DOP, relative error, induced failures, back-off, timeout, slot
-usage, time in parallel and serial measurement) is kept in :attr:`DopplerEngine.decisions`,
+pick the next DOP. Each decision (DOP, relative error, induced failures, back-off, timeout, which
+device or server ran each parallel measurement (``measured_by``) and each serial one
+(``serial_by``), time in parallel and serial measurement) is kept in :attr:`DopplerEngine.decisions`,
 appended to ``doppler_decisions.jsonl`` in the work directory, and handed to a callback.
 
 Options (``TuningSetup.options["doppler"]``, all optional): ``devices`` (default: environment
@@ -500,14 +501,18 @@ class DopplerEngine:
             ser_lat = {i: (float(np.mean(ser[i][0])) if ser[i][0] else float("nan")) for i in serial_idx}
             decision = ctl.observe(par_lat, {i: ser_lat[i] for i in check})
             results: list[tuple[list[float] | None, str | None]] = []
-            servers: dict[str, int] = {}
             for i in range(n):
                 costs, err, info = ser[i] if i in ser else par[i]
                 if i in ser and par[i][0] and not costs and i not in top:
                     costs, err, info = par[i]  # serial check failed, parallel ran: keep parallel
                 results.append((costs, err))
-                label = info.get("server") or info.get("slot", "?")
-                servers[label] = servers.get(label, 0) + 1
+
+            def by_device(measurements: dict[int, tuple]) -> dict[str, int]:
+                counts: dict[str, int] = {}
+                for _, _, info in measurements.values():
+                    label = info.get("server") or info.get("slot", "?")
+                    counts[label] = counts.get(label, 0) + 1
+                return counts
             final = [float(np.mean(c)) if c else float("nan") for c, _ in results]
             st.history.extend(final)
             st.batches += 1
@@ -518,7 +523,8 @@ class DopplerEngine:
                 "task": key, "task_batch": st.batches - 1, "batch": len(self.decisions), **decision.as_dict(),
                 "dop": dop, "serial_top": top, "n_serial": len(serial_idx),
                 "n_errors": int(sum(1 for c, _ in results if not c)),
-                "parallel_s": t1 - t0, "serial_s": t2 - t1, "measured_by": servers,
+                "parallel_s": t1 - t0, "serial_s": t2 - t1,
+                "measured_by": by_device(par), "serial_by": by_device(ser),
                 "artifacts": [c.artifact_path for c in cands],
             }
             self.decisions.append(rec)

@@ -101,9 +101,10 @@ def test_tune_command_with_doppler_on_two_rpc_servers(rpc_cluster, tmp_path, set
     decisions = [r.details["doppler"] for r in rounds]
     # start at DOP 1, +1 after the first round, capped by the 2 servers
     assert [d["dop"] for d in decisions] == [1, 2]
-    servers = {k for d in decisions for k in d["measured_by"] if ":" in k}
-    assert len(servers) == 2, decisions  # two distinct host:port servers measured candidates
-    assert sum(decisions[1]["measured_by"].values()) == 8
+    # the DOP-2 round's parallel phase ran on two distinct host:port servers, 8 measurements in all
+    parallel = decisions[1]["measured_by"]
+    assert len([k for k in parallel if ":" in k]) == 2, json.dumps(decisions)
+    assert sum(parallel.values()) == 8, json.dumps(decisions)
     # each server's own log shows it loaded candidates
     for log in server_logs:
         assert "load_module" in log.read_text(), log.read_text()[-2000:]
