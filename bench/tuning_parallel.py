@@ -150,6 +150,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=20, help="end-to-end latency repeats")
     ap.add_argument("--doppler-options", default="{}", help="JSON of DOPpler options, e.g. '{\"devices\": \"cpu\"}'")
+    ap.add_argument("--order", default="local,doppler", help="which runner tunes first (alternate it to expose load drift)")
     ap.add_argument("--out", default=str(REPO / "bench" / "out" / "tuning_parallel.csv"))
     args = ap.parse_args(argv)
 
@@ -180,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
         extracted = extract_tuning_tasks(prepared, tvm_target)
         selected = _select_tasks(extracted, args.tasks)
         res = {}
-        for runner_name in ("doppler", "local"):  # DOPpler first: a crash shows early
+        for runner_name in args.order.split(","):
             r = tune_once(runner_name, extracted, selected, target, threads, args, root / name / runner_name)
             ex = ms.relax_integration.compile_relax(r.pop("database"), prepared, tvm_target, None)
             lib = root / name / f"{runner_name}.so"
