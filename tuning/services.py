@@ -239,7 +239,8 @@ def _run(experiment: Experiment, reporter: ProgressReporter, params: dict[str, A
         builder, runner = make_runner(params["runner"], setup)
         scheduler = make_scheduler(params["scheduler"], setup)
         clock = RoundClock(meter)
-        callback = RoundAccountingCallback(clock, on_round, first_round_index=(prior + 1) if prior is not None else 0)
+        callback = RoundAccountingCallback(clock, on_round, first_round_index=(prior + 1) if prior is not None else 0,
+                                           round_details=getattr(runner, "round_details", None))
         contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
             [extracted[i] for i in to_tune], str(work_dir), num_threads=num_threads, seed=int(params["seed"]))
         reporter.report(5 + 80 * min(1.0, done_total / max(1, trials)),
@@ -258,6 +259,9 @@ def _run(experiment: Experiment, reporter: ProgressReporter, params: dict[str, A
             if cancelled:
                 raise cancelled[0] from None
             raise
+        finally:
+            if callable(getattr(runner, "close", None)):  # runners with worker processes (DOPpler)
+                runner.close()
         end = meter.read()
         tuning_seconds, tuning_joules = end.seconds, end.joules
         for pos, i in enumerate(to_tune):

@@ -32,4 +32,11 @@ def index(request):
             figure_html(latency_comparison_figure(ov["result"]), "tuning-latency"),
             figure_html(time_split_figure(ov["curve"]), "tuning-split"),
         ])
+        from .doppler_figures import dop_trajectory_figure
+        from .doppler_selectors import doppler_decisions
+
+        decisions = doppler_decisions(experiment=selected)
+        if decisions:
+            ctx.update(doppler_figure=figure_html(dop_trajectory_figure(decisions), "tuning-doppler-dop"),
+                       doppler_decisions=[{**d, "rel_error_pct": 100 * d["rel_error"]} for d in decisions])
     return render(request, "tuning/index.html", ctx)

@@ -223,8 +223,10 @@ class RoundAccountingCallback(PyMeasureCallback):
     ``on_round``. Exceptions from ``on_round`` propagate and stop the tuning (so a failed
     mirror write or a cancellation is not silently ignored)."""
 
-    def __init__(self, clock: RoundClock, on_round: Callable[[RoundSummary], None], *, first_round_index: int = 0) -> None:
+    def __init__(self, clock: RoundClock, on_round: Callable[[RoundSummary], None], *, first_round_index: int = 0,
+                 round_details: Callable[[list[str]], dict[str, Any]] | None = None) -> None:
         super().__init__()
+        self.round_details = round_details  # runner-specific details by artifact paths (DOPpler's decisions)
         self.clock = clock
         self.on_round = on_round
         self.round_index = first_round_index
@@ -251,6 +253,8 @@ class RoundAccountingCallback(PyMeasureCallback):
             wall_seconds=now.seconds, joules_total=now.joules, energy_source=now.source,
             energy_measured=now.measured, task_terminated=bool(task.is_terminated),
         )
+        if self.round_details is not None:
+            summary.details.update(self.round_details([str(br.artifact_path or "") for br in builder_results]))
         self.round_index += 1
         self.summaries.append(summary)
         self.on_round(summary)

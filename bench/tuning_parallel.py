@@ -1,0 +1,223 @@
+"""DOPpler against MetaSchedule's defaults, side by side in one run.
+
+For each model: import it (torch.export -> Relax), extract its tuning tasks, keep a fixed subset
+of the heaviest tasks (``--tasks N``: the N largest by weight x FLOP, the same rule as
+``manage.py tune --max-tasks``), then tune the SAME tasks with the SAME trial budget, batch size,
+seed, target and thread count twice:
+
+* ``local``: MetaSchedule's ``LocalBuilder`` + ``LocalRunner`` (Tandem's runner "local");
+* ``doppler``: DOPpler's warm build workers + parallel runner (Tandem's runner "doppler").
+
+Each tuning's wall time is split by runner-neutral wrappers: build = inside ``Builder.build``,
+measurement = inside ``Runner.run`` plus blocked on its futures, setup = creating the builder and
+runner (DOPpler's warm-up of its workers), search = the rest; the tuned model is then compiled
+with each database and its end-to-end latency measured in a fresh subprocess (median of
+``--repeats`` runs). Figures: total tuning wall-time ratio (doppler / local), measurement-phase
+ratio, final latency ratio, the split for both, DOPpler's DOP trajectory.
+
+Prints ONE JSON line and writes a CSV (one row per model x runner) to ``--out``.
+Example: ``nice -n 10 python bench/tuning_parallel.py --models resnet18,mobilenet_v2 --tasks 2
+--trials 32 --trials-per-round 8``.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings.dev")
+
+
+def _phase_timers():
+    """Runner-neutral wall-clock split: ``build`` = inside ``Builder.build``; ``measure`` = inside
+    ``Runner.run`` plus blocked in the futures' ``result()`` (LocalRunner measures inside ``run``,
+    DOPpler when the tuner waits); search = the rest of the tuning. Returns (wrap_builder,
+    wrap_runner, totals dict)."""
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.builder import PyBuilder
+    from tvm.s_tir.meta_schedule.runner import PyRunner, PyRunnerFuture
+
+    totals = {"build": 0.0, "measure": 0.0}
+
+    @derived_object
+    class TB(PyBuilder):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def build(self, build_inputs):
+            t0 = time.perf_counter()
+            try:
+                return self.inner.build(build_inputs)
+            finally:
+                totals["build"] += time.perf_counter() - t0
+
+    @derived_object
+    class TF(PyRunnerFuture):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def done(self):
+            return bool(self.inner.done())
+
+        def result(self):
+            t0 = time.perf_counter()
+            try:
+                return self.inner.result()
+            finally:
+                totals["measure"] += time.perf_counter() - t0
+
+    @derived_object
+    class TR(PyRunner):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def run(self, runner_inputs):
+            t0 = time.perf_counter()
+            try:
+                return [TF(f) for f in self.inner.run(runner_inputs)]
+            finally:
+                totals["measure"] += time.perf_counter() - t0
+
+    return TB, TR, totals
+
+
+def tune_once(runner_name: str, extracted, selected, target, threads, args, work_dir: Path) -> dict:
+    """Tune ``selected`` tasks with runner ``runner_name``; returns timings, split, database."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from tuning.backends import database as dbmod
+    from tuning.backends.callbacks import RoundAccountingCallback, RoundClock
+    from tuning.backends.energy import make_energy_meter
+    from tuning.backends.registry import TuningSetup, make_runner, make_scheduler
+
+    work_dir.mkdir(parents=True, exist_ok=True)
+    setup = TuningSetup(target=target, num_threads=threads, work_dir=work_dir, seed=args.seed,
+                        max_trials_global=args.trials * len(selected), num_trials_per_iter=args.trials_per_round,
+                        options={"doppler": json.loads(args.doppler_options)})
+    meter = make_energy_meter("cpu")
+    t_start = time.perf_counter()
+    builder, runner = make_runner(runner_name, setup)  # DOPpler's warm-up is part of its tuning time
+    setup_s = time.perf_counter() - t_start
+    wrap_builder, wrap_runner, totals = _phase_timers()
+    clock = RoundClock(meter)
+    rounds = []
+    callback = RoundAccountingCallback(clock, rounds.append, round_details=getattr(runner, "round_details", None))
+    contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+        [extracted[i] for i in selected], str(work_dir), num_threads=threads, seed=args.seed)
+    database = dbmod.open_database(work_dir)
+    try:
+        ms.tune_tasks(tasks=contexts, task_weights=weights, work_dir=str(work_dir),
+                      max_trials_global=args.trials * len(selected), max_trials_per_task=args.trials,
+                      num_trials_per_iter=args.trials_per_round, builder=wrap_builder(builder), runner=wrap_runner(runner),
+                      database=database, cost_model="xgb",
+                      measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), callback],
+                      task_scheduler=make_scheduler("round-robin", setup))
+        total = time.perf_counter() - t_start
+        engine_summary = runner.engine.summary() if hasattr(runner, "engine") else None
+    finally:
+        if callable(getattr(runner, "close", None)):
+            runner.close()
+    split = {"build_seconds": totals["build"], "measure_seconds": totals["measure"],
+             "search_seconds": total - setup_s - totals["build"] - totals["measure"]}
+    best = {}
+    for r in rounds:
+        if r.best_seconds is not None:
+            best[r.task_name] = min(best.get(r.task_name, float("inf")), r.best_seconds)
+    return {"total_s": total, **split, "setup_s": setup_s, "rounds": len(rounds),
+            "trials": sum(len(r.candidates) for r in rounds),
+            "errors": sum(1 for r in rounds for c in r.candidates if c.error),
+            "best_task_seconds": best, "database": database, "engine": engine_summary,
+            "dop_per_round": [r.details.get("doppler", {}).get("dop") for r in rounds] if runner_name == "doppler" else None}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="resnet18,mobilenet_v2")
+    ap.add_argument("--tasks", type=int, default=2, help="heaviest tasks per model (weight x FLOP)")
+    ap.add_argument("--trials", type=int, default=32, help="trials per task")
+    ap.add_argument("--trials-per-round", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=None, help="measurement threads (default: all cores)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeats", type=int, default=20, help="end-to-end latency repeats")
+    ap.add_argument("--doppler-options", default="{}", help="JSON of DOPpler options, e.g. '{\"devices\": \"cpu\"}'")
+    ap.add_argument("--order", default="local,doppler", help="which runner tunes first (alternate it to expose load drift)")
+    ap.add_argument("--out", default=str(REPO / "bench" / "out" / "tuning_parallel.csv"))
+    args = ap.parse_args(argv)
+
+    import django
+
+    django.setup()
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from tuning.backends.components import set_num_threads
+    from tuning.backends.frontends import extract_tuning_tasks, import_torch_model, prepare_for_tuning
+    from tuning.backends.latency import measure_in_subprocess
+    from tuning.backends.targets import available_cores, make_target
+    from tuning.services import _select_tasks
+
+    threads = args.threads or available_cores()
+    set_num_threads(threads)
+    target = make_target("llvm", threads)
+    load1 = os.getloadavg()[0]
+    rows, summary = [], {"target": target, "threads": threads, "trials_per_task": args.trials,
+                         "trials_per_round": args.trials_per_round, "seed": args.seed, "tasks_per_model": args.tasks,
+                         "loadavg_1m_start": load1, "models": {}}
+    root = Path(tempfile.mkdtemp(prefix="bench-doppler-"))
+    for name in [m for m in args.models.split(",") if m]:
+        model = import_torch_model(name)
+        prepared = prepare_for_tuning(model.mod)
+        tvm_target = tvm.target.Target(target)
+        extracted = extract_tuning_tasks(prepared, tvm_target)
+        selected = _select_tasks(extracted, args.tasks)
+        res = {}
+        for runner_name in args.order.split(","):
+            r = tune_once(runner_name, extracted, selected, target, threads, args, root / name / runner_name)
+            ex = ms.relax_integration.compile_relax(r.pop("database"), prepared, tvm_target, None)
+            lib = root / name / f"{runner_name}.so"
+            ex.export_library(str(lib))
+            r["latency"] = measure_in_subprocess("tvm", str(lib), model.input_shapes, model.input_dtypes,
+                                                 threads=threads, repeats=args.repeats, device="cpu")
+            res[runner_name] = r
+            rows.append({"model": name, "runner": runner_name, "tasks": ",".join(extracted[i].task_name for i in selected),
+                         **{k: r[k] for k in ("total_s", "search_seconds", "build_seconds", "measure_seconds", "setup_s",
+                                              "rounds", "trials", "errors")},
+                         "latency_median_s": r["latency"]["median_s"],
+                         "dop_per_round": json.dumps(r["dop_per_round"]) if r["dop_per_round"] else ""})
+        loc, dop = res["local"], res["doppler"]
+        summary["models"][name] = {
+            "tasks": [extracted[i].task_name for i in selected],
+            "total_ratio": dop["total_s"] / loc["total_s"],
+            "measure_ratio": dop["measure_seconds"] / loc["measure_seconds"] if loc["measure_seconds"] else None,
+            "build_ratio": dop["build_seconds"] / loc["build_seconds"] if loc["build_seconds"] else None,
+            "latency_ratio": dop["latency"]["median_s"] / loc["latency"]["median_s"],
+            "local": {k: loc[k] for k in ("total_s", "search_seconds", "build_seconds", "measure_seconds", "setup_s", "errors")}
+            | {"latency_median_s": loc["latency"]["median_s"]},
+            "doppler": {k: dop[k] for k in ("total_s", "search_seconds", "build_seconds", "measure_seconds", "setup_s", "errors")}
+            | {"latency_median_s": dop["latency"]["median_s"], "dop_per_round": dop["dop_per_round"],
+               "engine": dop["engine"]},
+        }
+        # partial result per model (stderr), so a long run that is stopped still reports
+        print(json.dumps({"model": name, **summary["models"][name]}, default=str), file=sys.stderr, flush=True)
+    summary["loadavg_1m_end"] = os.getloadavg()[0]
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    print(json.dumps(summary, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""DOPpler's device-slot parsing and options (tuning.backends.doppler; no TVM needed for CPU)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tuning.backends.doppler import parse_devices
+from tuning.core.doppler import DopplerConfig
+
+ALLOWED = sorted(os.sched_getaffinity(0))
+
+
+def test_cpu_sets_of_num_threads_cores():
+    # one slot per disjoint set of num_threads cores; a remainder smaller than a set is left out
+    slots = parse_devices("cpu", 1)
+    assert [s.cores for s in slots] == [(c,) for c in ALLOWED]
+    assert all(s.num_threads == 1 and s.kind == "cpu" for s in slots)
+    whole = parse_devices("cpu", len(ALLOWED))
+    assert [s.cores for s in whole] == [tuple(ALLOWED)] and whole[0].num_threads == len(ALLOWED)
+    # more threads than cores: one set of all cores
+    assert [s.cores for s in parse_devices("cpu", len(ALLOWED) + 5)] == [tuple(ALLOWED)]
+
+
+def test_explicit_core_sets():
+    first = ALLOWED[0]
+    slots = parse_devices(f"cpu:{first}", 4)
+    assert [(s.cores, s.num_threads, s.name) for s in slots] == [((first,), 1, f"cpu{first}")]
+    if len(ALLOWED) >= 2:
+        a, b = ALLOWED[:2]
+        assert [s.cores for s in parse_devices(f"cpu:{a}|{b}", 1)] == [(a,), (b,)]
+        assert [s.cores for s in parse_devices(f"cpu:{a}-{b}", 1)] == [tuple(range(a, b + 1))]
+
+
+@pytest.mark.parametrize("bad", [f"cpu:{max(ALLOWED) + 1}", "cpu:", "tpu", "rpc://nohost", "cuda:x"])
+def test_bad_devices_are_rejected(bad):
+    with pytest.raises(ValueError):
+        parse_devices(bad, 1)
+
+
+def test_cuda_list_needs_no_probe():
+    slots = parse_devices("cuda:0,1", 1)
+    assert [(s.kind, s.gpu, s.name) for s in slots] == [("cuda", 0, "cuda0"), ("cuda", 1, "cuda1")]
+
+
+def test_options_override_spec_defaults():
+    cfg = DopplerConfig.from_options({"max_rel_error": 0.1, "backoff_factor": 0.25}, max_dop=4)
+    assert (cfg.max_rel_error, cfg.backoff_factor, cfg.max_dop, cfg.sample_fraction) == (0.1, 0.25, 4, 0.20)

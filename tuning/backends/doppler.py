@@ -1,0 +1,727 @@
+"""DOPpler's parallel execution engine for TVM MetaSchedule: a persistent builder and a parallel
+measurement runner with an automatic degree of parallelism (DOP), registered as runner
+``"doppler"`` in :mod:`tuning.backends.registry`.
+
+Source: Borowiec et al., "DOPpler: Parallel Measurement Infrastructure for Auto-Tuning Deep
+Learning Tensor Programs", IEEE TPDS 34(7), 2023; Tandem SPEC section 3. The DOP rules are in
+:mod:`tuning.core.doppler`; this module runs them against real devices.
+
+Pieces
+------
+:class:`DopplerEngine`
+    Owns the worker processes, shared by the builder and the runner of one tuning:
+
+    * **measurement slots**, one long-lived TVM ``PopenWorker`` process per device, pinned in the
+      worker itself: a CPU core set (``os.sched_setaffinity`` + ``TVM_NUM_THREADS`` = its size),
+      a GPU (``CUDA_VISIBLE_DEVICES`` = its index; TVM's ``time_evaluator`` on a CUDA device times
+      with CUDA events, ``CUDATimerNode`` in ``src/runtime/cuda/cuda_device_api.cc``, so time
+      queued behind other processes is not counted), or a TVM RPC server granted by a tracker
+      (the worker keeps its session, so one slot = one server, several measured at once).
+      Timing happens inside the pinned worker (``time_evaluator``), with adaptive repeats
+      (:func:`tuning.core.doppler.repeats_sufficient`);
+    * **warm build workers**: a persistent ``PopenPoolExecutor`` whose processes import
+      ``tvm.s_tir.tensor_intrin`` once, at start, instead of MetaSchedule's ``LocalBuilder``
+      which starts fresh processes (about 15 s of imports each on the reference machine) for
+      every batch. They export shared libraries (``.so``), so loading a candidate in a
+      measurement slot needs no linking;
+    * **overlap**: when the build workers' cores are disjoint from the measurement devices (GPU or
+      remote RPC slots, or spare CPU cores), :meth:`DopplerRunner.run` returns at once and the
+      batch is measured in the background while MetaSchedule searches and builds the next one;
+      otherwise (this 2-core machine: measuring uses every core) measuring and building take
+      turns so that building never disturbs a measurement.
+:class:`DopplerBuilder`, :class:`DopplerRunner`
+    The MetaSchedule ``PyBuilder`` / ``PyRunner`` faces of the engine. ``run`` returns all
+    futures of a batch at once.
+
+Per batch of a task (a task is recognised by its argument signature, shapes and dtypes), the
+runner measures the candidates on ``dop`` slots in parallel, re-measures the controller's sample
+(MAD outliers + random fill to ~20%, plus failures) and the candidates that rank in the task's
+best 10% so far serially on one slot with the others idle, returns the serial numbers for every
+candidate that has one (so the best candidates' serial numbers decide), and lets the controller
+pick the next DOP. Each decision (DOP, relative error, induced failures, back-off, timeout, which
+device or server ran each parallel measurement (``measured_by``) and each serial one
+(``serial_by``), time in parallel and serial measurement) is kept in :attr:`DopplerEngine.decisions`,
+appended to ``doppler_decisions.jsonl`` in the work directory, and handed to a callback.
+
+Options (``TuningSetup.options["doppler"]``, all optional): ``devices`` (default: environment
+variable ``TANDEM_DOPPLER_DEVICES``, else ``"cpu"``; ``"cpu"``: core sets
+of ``num_threads`` cores; ``"cpu:0-1|2-3"``: explicit core sets; ``"cuda"`` / ``"cuda:0,1"``;
+``"rpc://HOST:PORT/KEY"``: every server of that key on the tracker), ``overlap``
+(``"auto"``, true, false), ``build_workers``, ``build_timeout_s`` (30), ``min_repeat_ms`` (25, per
+timed repeat), ``max_process_uses`` (recycle a build worker after this many builds, 256), and any
+:class:`tuning.core.doppler.DopplerConfig` field (``max_dop`` defaults to the number of slots).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import json
+import logging
+import os
+import queue
+import re
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from tuning.core.doppler import DopController, DopplerConfig, best_fraction_indices, repeats_sufficient
+
+from .registry import TuningSetup, register_runner
+
+logger = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _ensure_importable_in_workers() -> None:
+    """TVM's popen workers run ``python -m tvm.exec.popen_worker`` with the parent's environment
+    and unpickle our worker functions by module name, so the repository root must be on their
+    ``PYTHONPATH``."""
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(REPO_ROOT) not in parts:
+        os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *parts])
+
+
+# --------------------------------------------------------------------------------------------
+# Device slots
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SlotSpec:
+    """One measurement device. kind: ``"cpu"`` (``cores``: CPU ids), ``"cuda"`` (``gpu``: index)
+    or ``"rpc"`` (``tracker``: (host, port), ``key``); ``num_threads``: TVM runtime threads."""
+
+    kind: str
+    name: str
+    num_threads: int = 1
+    cores: tuple[int, ...] = ()
+    gpu: int | None = None
+    tracker: tuple[str, int] | None = None
+    key: str = ""
+
+
+def _parse_cores(text: str) -> tuple[int, ...]:
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            a, b = part.split("-", 1)
+            out.extend(range(int(a), int(b) + 1))
+        else:
+            out.append(int(part))
+    return tuple(out)
+
+
+def count_rpc_servers(host: str, port: int, key: str, timeout_s: float = 10.0) -> int:
+    """Number of servers registered under ``key`` (free or busy) on the tracker at host:port."""
+    from tvm.s_tir.meta_schedule.runner.config import RPCConfig
+
+    cfg = RPCConfig(tracker_host=host, tracker_port=port, tracker_key=key, session_timeout_sec=int(timeout_s))
+    return cfg.count_num_servers(allow_missing=True)
+
+
+def parse_devices(devices: str, num_threads: int) -> list[SlotSpec]:
+    """Measurement slots from a device string (see module docstring).
+
+    ``"cpu"`` splits the cores this process may use into sets of ``num_threads`` (at least one
+    set, of all the cores, when there are fewer); raises ``ValueError`` on a malformed string, a
+    core this process may not use, or a tracker with no server of that key.
+    """
+    devices = devices.strip()
+    if devices == "cpu" or devices.startswith("cpu:"):
+        allowed = sorted(os.sched_getaffinity(0))
+        if devices == "cpu":
+            n = max(1, min(num_threads, len(allowed)))
+            sets = [tuple(allowed[i:i + n]) for i in range(0, len(allowed) - n + 1, n)] or [tuple(allowed)]
+        else:
+            sets = [_parse_cores(s) for s in devices[4:].split("|")]
+            bad = sorted({c for s in sets for c in s} - set(allowed))
+            if bad or any(not s for s in sets):
+                raise ValueError(f"core sets {devices!r} name cores this process may not use: {bad}; allowed {allowed}")
+        return [SlotSpec(kind="cpu", name=f"cpu{'-'.join(map(str, s))}", num_threads=len(s), cores=s) for s in sets]
+    if devices == "cuda" or devices.startswith("cuda:"):
+        if devices == "cuda":
+            import tvm
+
+            ids, i = [], 0
+            while tvm.cuda(i).exist:
+                ids.append(i)
+                i += 1
+            if not ids:
+                raise ValueError("devices 'cuda': no CUDA device is visible")
+        else:
+            ids = [int(x) for x in devices[5:].split(",") if x.strip()]
+        return [SlotSpec(kind="cuda", name=f"cuda{i}", gpu=i, num_threads=num_threads) for i in ids]
+    m = re.fullmatch(r"rpc://([^:/]+):(\d+)/(.+)", devices)
+    if m:
+        host, port, key = m.group(1), int(m.group(2)), m.group(3)
+        n = count_rpc_servers(host, port, key)
+        if n == 0:
+            raise ValueError(f"no RPC server with key {key!r} is registered at tracker {host}:{port}")
+        return [SlotSpec(kind="rpc", name=f"rpc{i}", tracker=(host, port), key=key, num_threads=num_threads)
+                for i in range(n)]
+    raise ValueError(f"unknown devices {devices!r}; use 'cpu', 'cpu:0-1|2-3', 'cuda', 'cuda:0,1' or 'rpc://HOST:PORT/KEY'")
+
+
+# ---- code that runs inside the worker processes -------------------------------------------------
+
+_WORKER: dict[str, Any] = {}  # per worker process: its slot and, for RPC, its session
+
+
+def _measure_worker_init(slot: SlotSpec) -> None:
+    """Initializer of a measurement worker: pin it to its device before TVM starts threads."""
+    _WORKER["slot"] = slot
+    os.environ["TVM_NUM_THREADS"] = str(slot.num_threads)
+    os.environ["OMP_NUM_THREADS"] = str(slot.num_threads)
+    if slot.kind == "cpu" and slot.cores:
+        os.sched_setaffinity(0, set(slot.cores))
+    if slot.kind == "cuda":
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(slot.gpu)
+    import tvm  # noqa: F401  (once, at start, not in the first measurement)
+
+
+def _rpc_session(slot: SlotSpec):
+    """The worker's RPC session, requested from the tracker once and kept (the tracker grants a
+    free server per request, so each slot holds its own server). Returns (session, "host:port")."""
+    if "session" not in _WORKER:
+        from tvm import rpc
+        from tvm.rpc import base
+
+        tracker = rpc.connect_tracker(*slot.tracker)
+        base.sendjson(tracker._sock, [base.TrackerCode.REQUEST, slot.key, "", 1])
+        value = base.recvjson(tracker._sock)
+        if value[0] != base.TrackerCode.SUCCESS:
+            raise RuntimeError(f"tracker refused a {slot.key!r} server: {value}")
+        url, port, matchkey = value[1]
+        tracker.close()
+        _WORKER["session"] = rpc.connect(url, port, matchkey, session_timeout=0)
+        _WORKER["server"] = f"{url}:{port}"
+    return _WORKER["session"], _WORKER["server"]
+
+
+def _open_slot_in_worker() -> str:
+    """Warm-up call: returns the worker's device label (for RPC, opens the session now, so the
+    first measurement's timeout does not include connecting)."""
+    slot: SlotSpec = _WORKER["slot"]
+    if slot.kind == "rpc":
+        return _rpc_session(slot)[1]
+    return slot.name
+
+
+def _measure_in_worker(artifact_path: str, device_type: str, args_info: list, min_repeat_ms: int,
+                       min_repeats: int, max_repeats: int, ci_rel_halfwidth: float) -> tuple[list[float], dict]:
+    """Load one built candidate on this worker's device and time it there.
+
+    Runs ``time_evaluator`` (one warm-up, then repeats each of at least ``min_repeat_ms`` ms)
+    ``min_repeats`` times, then one repeat at a time until the 95% confidence interval of the
+    mean is within ``ci_rel_halfwidth`` or ``max_repeats`` is reached. Returns (run seconds per
+    repeat, info with the slot name, server address for RPC, pid). Raises on any TVM error.
+    """
+    import tvm
+    from tvm.s_tir.meta_schedule.runner.utils import alloc_argument_common
+
+    slot: SlotSpec = _WORKER["slot"]
+    info: dict[str, Any] = {"slot": slot.name, "pid": os.getpid()}
+    session = None
+    remote_name = None
+    if slot.kind == "rpc":
+        session, server = _rpc_session(slot)
+        info["server"] = server
+        remote_name = os.path.basename(artifact_path)
+        session.upload(artifact_path, remote_name)
+        rt_mod = session.load_module(remote_name)
+        dev = session.device(device_type, 0)
+        f_fill = session.get_function("tvm.contrib.random.random_fill_for_measure")
+    else:
+        rt_mod = tvm.runtime.load_module(artifact_path)
+        dev = tvm.runtime.device(device_type, 0)
+        f_fill = tvm.get_global_func("tvm.contrib.random.random_fill_for_measure")
+    try:
+        args = alloc_argument_common(f_fill, dev, args_info, 1)[0]
+        evaluator = rt_mod.time_evaluator(rt_mod.entry_name, dev, number=1, repeat=min_repeats,
+                                          min_repeat_ms=min_repeat_ms)
+        dev.sync()
+        costs = [float(c) for c in evaluator(*args).results]
+        one = rt_mod.time_evaluator(rt_mod.entry_name, dev, number=1, repeat=1, min_repeat_ms=min_repeat_ms)
+        while not repeats_sufficient(costs, min_repeats=min_repeats, max_repeats=max_repeats,
+                                     ci_rel_halfwidth=ci_rel_halfwidth):
+            costs.extend(float(c) for c in one(*args).results)
+        info["repeats"] = len(costs)
+    finally:
+        if session is not None and remote_name is not None:
+            try:
+                session.remove(remote_name)
+            except Exception:  # noqa: BLE001 - cleanup only
+                pass
+    return costs, info
+
+
+def _build_worker_init(cores: tuple[int, ...]) -> None:
+    """Initializer of a warm build worker: pay TVM's heavy imports once, pin to the build cores."""
+    if cores:
+        os.sched_setaffinity(0, set(cores))
+    import tvm  # noqa: F401
+    import tvm.s_tir.tensor_intrin  # noqa: F401  (~15 s here; once per worker, not per batch)
+    from tvm.driver import build  # noqa: F401
+
+
+def _build_in_worker(mod, target, out_dir: str) -> str:
+    """Build one candidate (as MetaSchedule's ``default_build``) and export a shared library.
+    Returns the artifact path; raises on a build error."""
+    from tvm.driver import build as tvm_build
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    rt_mod = tvm_build(mod, target=target)
+    path = os.path.join(tempfile.mkdtemp(dir=out_dir or None), "tvm_tmp_mod.so")
+    rt_mod.export_library(path)
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+# The engine (parent process)
+# --------------------------------------------------------------------------------------------
+
+
+class _Slot:
+    """Parent-side handle of one measurement worker process (a TVM ``PopenWorker``)."""
+
+    def __init__(self, spec: SlotSpec) -> None:
+        from tvm.support.popen_pool import PopenWorker
+
+        self.spec = spec
+        self.worker = PopenWorker(initializer=_measure_worker_init, initargs=(spec,),
+                                  stderr=None if logger.isEnabledFor(logging.DEBUG) else open(os.devnull, "w"))
+        self.measured = 0
+        self.label = spec.name
+        self.cold = True
+
+    def warm(self) -> str:
+        """Start the worker process (imports TVM, pins, opens its RPC session) with no timeout."""
+        self.worker.send(_open_slot_in_worker)
+        self.label = self.worker.recv()
+        self.cold = False
+        return self.label
+
+    def measure(self, cand: "_Candidate", timeout_s: float, evalcfg: dict) -> tuple[list[float] | None, str | None, dict]:
+        try:
+            if self.cold:  # after a timeout the process was killed: restart it outside the timeout
+                self.warm()
+            self.worker.send(_measure_in_worker, (cand.artifact_path, cand.device_type, cand.args_info,
+                                                  evalcfg["min_repeat_ms"], evalcfg["min_repeats"],
+                                                  evalcfg["max_repeats"], evalcfg["ci_rel_halfwidth"]),
+                             None, timeout_s)
+            costs, info = self.worker.recv()
+            self.measured += 1
+            return costs, None, info
+        except TimeoutError:
+            self.cold = True
+            return None, f"DopplerRunner: timeout, killed after {timeout_s:.1f} s on {self.spec.name}", {"slot": self.spec.name}
+        except Exception as exc:  # noqa: BLE001 - a runner reports errors as data
+            return None, f"DopplerRunner: error on {self.spec.name}\n{exc}", {"slot": self.spec.name}
+
+    def kill(self) -> None:
+        try:
+            self.worker.kill()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+@dataclass
+class _Candidate:
+    artifact_path: str
+    device_type: str
+    args_info: list
+
+
+@dataclass
+class _TaskState:
+    controller: DopController
+    history: list[float] = field(default_factory=list)  # latencies returned so far (mean s, nan = error)
+    batches: int = 0
+
+
+class DopplerEngine:
+    """Worker processes and DOP controllers of one tuning (see module docstring).
+
+    slots: measurement devices (:func:`parse_devices`); config: DOP thresholds (``max_dop`` is
+    capped at ``len(slots)``); build_workers: persistent build processes; overlap: measure in the
+    background while the next batch is searched and built (``None``: automatic);
+    work_dir: where ``doppler_decisions.jsonl`` and the build artifacts go;
+    on_decision: called with each decision dict; seed: of the serial-sample generator.
+    Call :meth:`close` (or use as a context manager) to stop every worker process.
+    """
+
+    def __init__(self, slots: list[SlotSpec], *, config: DopplerConfig | None = None, build_workers: int | None = None,
+                 build_timeout_s: float = 30.0, min_repeat_ms: int = 25, overlap: bool | None = None,
+                 work_dir: str | os.PathLike | None = None, seed: int = 0, max_process_uses: int = 256,
+                 on_decision: Callable[[dict], None] | None = None) -> None:
+        from tvm.support.popen_pool import PopenPoolExecutor
+
+        if not slots:
+            raise ValueError("DopplerEngine needs at least one measurement slot")
+        _ensure_importable_in_workers()
+        cfg = config or DopplerConfig(max_dop=len(slots))
+        if cfg.max_dop > len(slots):
+            cfg = DopplerConfig(**{**cfg.__dict__, "max_dop": len(slots),
+                                   "start_dop": min(cfg.start_dop, len(slots))})
+        self.config = cfg
+        self.slot_specs = slots
+        self.slots = [_Slot(s) for s in slots]
+        self.min_repeat_ms = int(min_repeat_ms)
+        self.work_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="doppler-"))
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.artifact_dir = Path(tempfile.mkdtemp(prefix="doppler-artifacts-"))
+        self.rng = np.random.default_rng(seed)
+        self.on_decision = on_decision
+        self.decisions: list[dict] = []
+        self._tasks: dict[str, _TaskState] = {}
+        self._measuring = threading.Lock()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._bg = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="doppler-measure")
+        all_cores = sorted(os.sched_getaffinity(0))
+        used = {c for s in slots if s.kind == "cpu" for c in s.cores}
+        spare = tuple(c for c in all_cores if c not in used)
+        remote = all(s.kind == "rpc" and s.tracker and s.tracker[0] not in ("127.0.0.1", "localhost", "::1")
+                     for s in slots)
+        cpu_only = all(s.kind == "cpu" for s in slots)
+        auto = (cpu_only and bool(spare)) or all(s.kind == "cuda" for s in slots) or remote
+        self.overlap = auto if overlap is None else bool(overlap)
+        build_cores = spare if (self.overlap and spare) else tuple(all_cores)
+        self.build_workers = int(build_workers or len(build_cores))
+        self.build_timeout_s = float(build_timeout_s)
+        self.build_pool = PopenPoolExecutor(max_workers=self.build_workers, timeout=self.build_timeout_s,
+                                            initializer=_build_worker_init, initargs=(build_cores,),
+                                            maximum_process_uses=max_process_uses)
+        self.timing = {"build_s": 0.0, "measure_parallel_s": 0.0, "measure_serial_s": 0.0, "batches": 0}
+        self._closed = False
+
+    # ---- building ---------------------------------------------------------------------------
+
+    def warm_up(self) -> float:
+        """Start every build worker now (each imports TVM's tensor intrinsics once) and every
+        measurement worker. Returns the seconds it took."""
+        t0 = time.perf_counter()
+        futs = [self.build_pool.submit(os.getpid) for _ in range(self.build_workers)]
+        for f in futs:
+            f.result()
+        threads = [threading.Thread(target=s.warm, daemon=True) for s in self.slots]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return time.perf_counter() - t0
+
+    def build(self, build_inputs: list) -> list:
+        """Build candidates on the warm workers; returns MetaSchedule ``BuilderResult``s (errors as data).
+        Waits for an in-flight background measurement first unless overlap is allowed."""
+        from tvm.s_tir.meta_schedule.builder import BuilderResult
+        from tvm.support.popen_pool import StatusKind
+
+        if not self.overlap:
+            self._idle.wait()
+        t0 = time.perf_counter()
+        results = []
+        jobs = [(bi.mod, bi.target, str(self.artifact_dir)) for bi in build_inputs]
+        for r in self.build_pool.map_with_error_catching(lambda a: _build_in_worker(*a), jobs):
+            if r.status == StatusKind.COMPLETE:
+                results.append(BuilderResult(r.value, None))
+            elif r.status == StatusKind.TIMEOUT:
+                results.append(BuilderResult(None, f"DopplerBuilder: timeout, killed after {self.build_timeout_s} s"))
+            else:
+                results.append(BuilderResult(None, f"DopplerBuilder: an exception occurred\n{r.value}"))
+        self.timing["build_s"] += time.perf_counter() - t0
+        return results
+
+    # ---- measuring --------------------------------------------------------------------------
+
+    @staticmethod
+    def task_key(cand: _Candidate) -> str:
+        """A task is recognised by its device type and argument signature (shapes, dtypes)."""
+        return hashlib.sha1(json.dumps([cand.device_type, cand.args_info], default=str).encode()).hexdigest()[:12]
+
+    def _evalcfg(self) -> dict:
+        c = self.config
+        return {"min_repeat_ms": self.min_repeat_ms, "min_repeats": c.min_repeats, "max_repeats": c.max_repeats,
+                "ci_rel_halfwidth": c.ci_rel_halfwidth}
+
+    def _run_on_slots(self, cands: list[_Candidate], idx: list[int], nslots: int, timeout_s: float) -> dict[int, tuple]:
+        """Measure ``cands[i]`` for i in idx on the first ``nslots`` slots at once (a shared queue)."""
+        q: queue.Queue[int] = queue.Queue()
+        for i in idx:
+            q.put(i)
+        out: dict[int, tuple] = {}
+        evalcfg = self._evalcfg()
+
+        def drain(slot: _Slot) -> None:
+            while True:
+                try:
+                    i = q.get_nowait()
+                except queue.Empty:
+                    return
+                out[i] = slot.measure(cands[i], timeout_s, evalcfg)
+
+        threads = [threading.Thread(target=drain, args=(s,), daemon=True) for s in self.slots[:max(1, nslots)]]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return out
+
+    def measure_batch(self, cands: list[_Candidate]) -> list[tuple[list[float] | None, str | None]]:
+        """Measure one batch of one task under its controller; returns (run seconds, error) per candidate."""
+        with self._measuring:
+            if not cands:
+                return []
+            key = self.task_key(cands[0])
+            st = self._tasks.setdefault(key, _TaskState(DopController(self.config)))
+            ctl = st.controller
+            dop = min(ctl.dop, len(self.slots))
+            timeout = ctl.timeout_s(dop)
+            n = len(cands)
+            t0 = time.perf_counter()
+            par = self._run_on_slots(cands, list(range(n)), dop, timeout)
+            t1 = time.perf_counter()
+            par_lat = np.array([np.mean(par[i][0]) if par[i][0] else np.nan for i in range(n)], dtype=float)
+            check = ctl.plan_sample(par_lat, self.rng)
+            top = best_fraction_indices(st.history, par_lat, self.config.top_fraction) if dop > 1 else []
+            serial_idx = sorted(set(check) | set(top))
+            ser = self._run_on_slots(cands, serial_idx, 1, ctl.timeout_s(1)) if serial_idx else {}
+            t2 = time.perf_counter()
+            ser_lat = {i: (float(np.mean(ser[i][0])) if ser[i][0] else float("nan")) for i in serial_idx}
+            decision = ctl.observe(par_lat, {i: ser_lat[i] for i in check})
+            results: list[tuple[list[float] | None, str | None]] = []
+            for i in range(n):
+                costs, err, info = ser[i] if i in ser else par[i]
+                if i in ser and par[i][0] and not costs and i not in top:
+                    costs, err, info = par[i]  # serial check failed, parallel ran: keep parallel
+                results.append((costs, err))
+
+            def by_device(measurements: dict[int, tuple]) -> dict[str, int]:
+                counts: dict[str, int] = {}
+                for _, _, info in measurements.values():
+                    label = info.get("server") or info.get("slot", "?")
+                    counts[label] = counts.get(label, 0) + 1
+                return counts
+            final = [float(np.mean(c)) if c else float("nan") for c, _ in results]
+            st.history.extend(final)
+            st.batches += 1
+            self.timing["measure_parallel_s"] += t1 - t0
+            self.timing["measure_serial_s"] += t2 - t1
+            self.timing["batches"] += 1
+            rec = {
+                "task": key, "task_batch": st.batches - 1, "batch": len(self.decisions), **decision.as_dict(),
+                "dop": dop, "serial_top": top, "n_serial": len(serial_idx),
+                "n_errors": int(sum(1 for c, _ in results if not c)),
+                "parallel_s": t1 - t0, "serial_s": t2 - t1,
+                "measured_by": by_device(par), "serial_by": by_device(ser),
+                "artifacts": [c.artifact_path for c in cands],
+            }
+            self.decisions.append(rec)
+            try:
+                with open(self.work_dir / "doppler_decisions.jsonl", "a") as fh:
+                    fh.write(json.dumps({k: v for k, v in rec.items() if k != "artifacts"}) + "\n")
+            except OSError:
+                logger.warning("could not append to %s", self.work_dir / "doppler_decisions.jsonl")
+            if self.on_decision is not None:
+                self.on_decision(rec)
+            return results
+
+    def decision_for(self, artifact_paths: list[str]) -> dict | None:
+        """The decision of the batch that measured these artifacts (for measure callbacks)."""
+        want = set(p for p in artifact_paths if p)
+        for rec in reversed(self.decisions):
+            if want and want <= set(rec["artifacts"]):
+                return rec
+        return None
+
+    def summary(self) -> dict:
+        """Timing split and per-task DOP trajectories, JSON-serialisable."""
+        traj: dict[str, list[int]] = {}
+        for rec in self.decisions:
+            traj.setdefault(rec["task"], []).append(rec["dop"])
+        return {"slots": [s.name for s in self.slot_specs], "overlap": self.overlap, "build_workers": self.build_workers,
+                **self.timing, "dop_trajectories": traj,
+                "backoffs": sum(1 for r in self.decisions if r["action"] == "backoff")}
+
+    def close(self) -> None:
+        """Stop every worker process this engine started."""
+        if self._closed:
+            return
+        self._closed = True
+        self._bg.shutdown(wait=True)
+        for s in self.slots:
+            s.kill()
+        self.build_pool.shutdown(wait=True)
+
+    def __enter__(self) -> "DopplerEngine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# --------------------------------------------------------------------------------------------
+# MetaSchedule faces
+# --------------------------------------------------------------------------------------------
+
+
+class _LazyBatch:
+    """A batch measured when the tuner first asks for a result (so measurement happens while the
+    tuner is blocked on it, never while it searches or builds). ``done()`` is True: asking is
+    what runs it. Same ``done``/``result`` interface as ``concurrent.futures.Future``."""
+
+    def __init__(self, fn: Callable[[], list]) -> None:
+        self._fn = fn
+        self._lock = threading.Lock()
+        self._value: list | None = None
+        self._error: BaseException | None = None
+
+    def done(self) -> bool:
+        return True
+
+    def result(self) -> list:
+        with self._lock:
+            if self._value is None and self._error is None:
+                try:
+                    self._value = self._fn()
+                except Exception as exc:  # noqa: BLE001 - re-raised to every future of the batch
+                    self._error = exc
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]
+
+
+def _meta_classes():
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.builder import PyBuilder
+    from tvm.s_tir.meta_schedule.runner import PyRunner, PyRunnerFuture, RunnerResult
+
+    @derived_object
+    class DopplerRunnerFuture(PyRunnerFuture):
+        """Future of one candidate; resolves when its batch (parallel + serial checks) is done."""
+
+        def __init__(self, batch: concurrent.futures.Future, index: int) -> None:
+            super().__init__()
+            self.batch = batch
+            self.index = index
+
+        def done(self) -> bool:
+            return self.batch.done()
+
+        def result(self) -> RunnerResult:
+            try:
+                costs, err = self.batch.result()[self.index]
+            except Exception as exc:  # noqa: BLE001
+                return RunnerResult(None, f"DopplerRunner: batch failed\n{exc}")
+            return RunnerResult(costs, err)
+
+    @derived_object
+    class DopplerRunner(PyRunner):
+        """MetaSchedule runner over a :class:`DopplerEngine`: ``run`` returns all futures of the
+        batch at once; the batch is measured in the background when the engine allows overlap,
+        otherwise when the tuner first waits on one of its futures."""
+
+        def __init__(self, engine: DopplerEngine) -> None:
+            super().__init__()
+            self.engine = engine
+
+        def run(self, runner_inputs: list) -> list:
+            eng = self.engine
+            cands = [_Candidate(str(ri.artifact_path), str(ri.device_type),
+                                [a.as_json() for a in ri.args_info]) for ri in runner_inputs]
+            if eng.overlap:
+                eng._idle.clear()
+
+                def job():
+                    try:
+                        return eng.measure_batch(cands)
+                    finally:
+                        eng._idle.set()
+
+                fut = eng._bg.submit(job)
+            else:
+                fut = _LazyBatch(lambda: eng.measure_batch(cands))
+            return [DopplerRunnerFuture(fut, i) for i in range(len(cands))]
+
+        def round_details(self, artifact_paths: list) -> dict:
+            """``{"doppler": decision}`` of the batch that measured these artifacts (JSON-ready:
+            task, dop, rel_error, induced_failures, action, next_dop, timeout_s, sample, serial_top,
+            measured_by, parallel_s, serial_s), or ``{}``; for a tuning round's ``details``."""
+            rec = self.engine.decision_for([str(p) for p in artifact_paths if p])
+            if rec is None:
+                return {}
+            return {"doppler": {k: v for k, v in rec.items() if k != "artifacts"}}
+
+        def close(self) -> None:
+            """Stop the engine's worker processes."""
+            self.engine.close()
+
+    @derived_object
+    class DopplerBuilder(PyBuilder):
+        """MetaSchedule builder on the engine's warm, persistent build workers."""
+
+        def __init__(self, engine: DopplerEngine) -> None:
+            super().__init__()
+            self.engine = engine
+
+        def build(self, build_inputs: list) -> list:
+            return self.engine.build(build_inputs)
+
+    return DopplerRunnerFuture, DopplerRunner, DopplerBuilder
+
+
+_CLASSES: tuple | None = None
+
+
+def meta_classes():
+    """(DopplerRunnerFuture, DopplerRunner, DopplerBuilder), created on first use (imports TVM)."""
+    global _CLASSES
+    if _CLASSES is None:
+        _CLASSES = _meta_classes()
+    return _CLASSES
+
+
+def make_engine(setup: TuningSetup, on_decision: Callable[[dict], None] | None = None) -> DopplerEngine:
+    """Build a :class:`DopplerEngine` from a :class:`TuningSetup` (options under ``"doppler"``) and
+    warm it up (every worker started, imports paid, RPC sessions open) before tuning starts."""
+    opts = dict((setup.options or {}).get("doppler", {}))
+    devices = str(opts.pop("devices", None) or os.environ.get("TANDEM_DOPPLER_DEVICES") or "cpu")
+    overlap = opts.pop("overlap", "auto")
+    overlap = None if overlap in (None, "auto") else bool(overlap)
+    build_workers = opts.pop("build_workers", None)
+    build_timeout_s = float(opts.pop("build_timeout_s", 30.0))
+    min_repeat_ms = int(opts.pop("min_repeat_ms", 25))
+    max_process_uses = int(opts.pop("max_process_uses", 256))
+    slots = parse_devices(devices, setup.num_threads)
+    max_dop = int(opts.pop("max_dop", len(slots)))
+    config = DopplerConfig.from_options(opts, max_dop=max_dop)
+    engine = DopplerEngine(slots, config=config, build_workers=build_workers, build_timeout_s=build_timeout_s,
+                           min_repeat_ms=min_repeat_ms, overlap=overlap, work_dir=setup.work_dir, seed=setup.seed,
+                           max_process_uses=max_process_uses, on_decision=on_decision)
+    try:
+        engine.warm_up()
+    except BaseException:
+        engine.close()
+        raise
+    return engine
+
+
+def doppler_components(setup: TuningSetup):
+    """Registry factory: (DopplerBuilder, DopplerRunner) sharing one engine (``runner.engine``)."""
+    _, runner_cls, builder_cls = meta_classes()
+    engine = make_engine(setup)
+    return builder_cls(engine), runner_cls(engine)
+
+
+register_runner("doppler", doppler_components)
