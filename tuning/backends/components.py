@@ -1,0 +1,74 @@
+"""Tandem's built-in MetaSchedule components, registered by name in
+:mod:`tuning.backends.registry`:
+
+runner ``"local"``
+    MetaSchedule's ``LocalBuilder`` + ``LocalRunner``. The runner's worker process sets
+    ``TVM_NUM_THREADS`` to ``setup.num_threads`` before it loads any kernel: with it unset the
+    TVM runtime uses half the cores here, so candidates would be measured single-threaded on a
+    2-core machine (DESIGN.md, TVM 0.27 notes, fact 1). Options (``setup.options``):
+    ``builder_workers`` (default ``setup.num_threads``), ``build_timeout_s`` (30),
+    ``run_timeout_s`` (30), ``number`` (3), ``repeat`` (1), ``min_repeat_ms`` (100),
+    ``cpu_cache_flush`` (False).
+scheduler ``"gradient"``
+    MetaSchedule's ``GradientBased`` task scheduler (Ansor's gradient allocation, Zheng et al.,
+    OSDI 2020, section 6) with ``alpha`` (0.2) and ``window_size`` (3) from ``setup.options``.
+scheduler ``"round-robin"``
+    MetaSchedule's ``RoundRobin``.
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+from .registry import TuningSetup, register_runner, register_scheduler
+
+
+def set_num_threads(num_threads: int) -> None:
+    """Runner-worker initializer: pin the TVM runtime thread pool to ``num_threads`` threads.
+
+    TVM reads ``TVM_NUM_THREADS`` when its thread pool first starts (first parallel kernel), so
+    setting it in the worker before any measurement is enough.
+    """
+    os.environ["TVM_NUM_THREADS"] = str(int(num_threads))
+    os.environ["OMP_NUM_THREADS"] = str(int(num_threads))
+
+
+def _local(setup: TuningSetup):
+    from tvm.s_tir.meta_schedule.builder import LocalBuilder
+    from tvm.s_tir.meta_schedule.runner import EvaluatorConfig, LocalRunner
+
+    opts = setup.options
+    init = functools.partial(set_num_threads, setup.num_threads)
+    builder = LocalBuilder(
+        max_workers=int(opts.get("builder_workers", setup.num_threads)),
+        timeout_sec=float(opts.get("build_timeout_s", 30.0)),
+    )
+    runner = LocalRunner(
+        timeout_sec=float(opts.get("run_timeout_s", 30.0)),
+        evaluator_config=EvaluatorConfig(
+            number=int(opts.get("number", 3)),
+            repeat=int(opts.get("repeat", 1)),
+            min_repeat_ms=int(opts.get("min_repeat_ms", 100)),
+            enable_cpu_cache_flush=bool(opts.get("cpu_cache_flush", False)),
+        ),
+        initializer=init,
+    )
+    return builder, runner
+
+
+def _gradient(setup: TuningSetup):
+    from tvm.s_tir.meta_schedule.task_scheduler import GradientBased
+
+    return GradientBased(alpha=float(setup.options.get("alpha", 0.2)),
+                         window_size=int(setup.options.get("window_size", 3)), seed=setup.seed)
+
+
+def _round_robin(setup: TuningSetup):
+    from tvm.s_tir.meta_schedule.task_scheduler import RoundRobin
+
+    return RoundRobin()
+
+
+register_runner("local", _local)
+register_scheduler("gradient", _gradient)
+register_scheduler("round-robin", _round_robin)
