@@ -50,6 +50,9 @@ class TrimmerConfig:
         candidates drawn at random, so the search does not collapse (0..1).
     oversample: how many times the batch size the search strategy is asked for, so the filter
         has better-ranked candidates to replace poor ones with (>= 1; 1 disables filtering).
+    filter_warmup: candidates the whole run must have measured before the filter trusts the
+        cost model (default 100 = MetaSchedule XGBModel's ``num_warmup_samples``, below which its
+        predictions are random numbers).
 
     Raises ValueError on out-of-range values.
     """
@@ -63,6 +66,7 @@ class TrimmerConfig:
     grad_window: int = 3
     exploration_floor: float = 0.1
     oversample: int = 2
+    filter_warmup: int = 100
 
     def __post_init__(self) -> None:
         if not isinstance(self.patience, int) or self.patience < 1:
@@ -83,6 +87,8 @@ class TrimmerConfig:
             raise ValueError(f"exploration_floor must be in [0, 1], got {self.exploration_floor!r}")
         if not isinstance(self.oversample, int) or self.oversample < 1:
             raise ValueError(f"oversample must be an integer >= 1, got {self.oversample!r}")
+        if not isinstance(self.filter_warmup, int) or self.filter_warmup < 0:
+            raise ValueError(f"filter_warmup must be an integer >= 0, got {self.filter_warmup!r}")
 
     @classmethod
     def from_options(cls, options: dict) -> "TrimmerConfig":
@@ -202,6 +208,11 @@ class TrimmerState:
         rec = RoundRecord(index, task_id, lat, float(joules), float(seconds), before, running, contributing, total, preempt)
         self.rounds.append(rec)
         return rec
+
+    @property
+    def n_candidates(self) -> int:
+        """Candidates recorded so far (all tasks, failed ones included)."""
+        return sum(len(r.latencies) for r in self.rounds)
 
     def weighted_total(self) -> Optional[float]:
         """Sum over tasks of weight * best latency (seconds); None while a task has no valid best."""
