@@ -49,7 +49,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from tuning.core.trimmer import TrimmerConfig, TrimmerState
+from tuning.core.trimmer import TrimmerConfig, TrimmerState, select_candidates
 
 from .registry import TuningSetup, register_scheduler
 
@@ -173,17 +173,12 @@ def make_trimmer_search(inner, config: TrimmerConfig, seed: int, stats: list, me
                 self.stats.append({"pool": len(pool), "kept": min(want, len(pool)), "replaced": 0, "filtered": False})
                 return pool[:want]
             scores = np.asarray(self.cost_model.predict(self.context, pool), dtype=float)
-            order = np.argsort(-scores, kind="stable")
-            n_explore = min(want, int(math.ceil(self.config.exploration_floor * want)))
-            keep = list(order[: want - n_explore])
-            rest = order[want - n_explore:]
-            if n_explore:
-                keep += list(self.rng.choice(rest, size=n_explore, replace=False))
+            keep = select_candidates(scores, want, self.config.exploration_floor, self.rng)
             keep_set = set(int(i) for i in keep)
             # how many of the strategy's own first `want` picks were replaced
             replaced = sum(1 for i in range(want) if i not in keep_set)
             self.stats.append({"pool": len(pool), "kept": len(keep), "replaced": replaced, "filtered": True})
-            return [pool[int(i)] for i in sorted(keep_set)]
+            return [pool[i] for i in keep]
 
         def notify_runner_results(self, measure_candidates, results) -> None:
             self.done += len(results)

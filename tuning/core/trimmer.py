@@ -100,6 +100,29 @@ class TrimmerConfig:
         return cls(**options)
 
 
+def select_candidates(scores: Sequence[float], want: int, exploration_floor: float,
+                      rng: np.random.Generator) -> list[int]:
+    """Trimmer's candidate filter on one oversampled pool.
+
+    scores: cost-model predicted score per pool candidate (higher = predicted faster), length P;
+    want: batch size to keep (<= P); exploration_floor: fraction of the batch reserved for
+    candidates outside the predicted best, drawn uniformly at random from the rest of the pool.
+    Returns the kept pool indices in ascending order: the ``want - ceil(floor * want)`` best by
+    score (ties: lower index first) plus ``ceil(floor * want)`` random others.
+    Raises ValueError when want > P or want < 0.
+    """
+    p = len(scores)
+    if not 0 <= want <= p:
+        raise ValueError(f"cannot keep {want} of {p} candidates")
+    order = np.argsort(-np.asarray(scores, dtype=float), kind="stable")
+    n_explore = min(want, int(math.ceil(exploration_floor * want - 1e-9)))
+    keep = [int(i) for i in order[: want - n_explore]]
+    rest = order[want - n_explore:]
+    if n_explore:
+        keep += [int(i) for i in rng.choice(rest, size=n_explore, replace=False)]
+    return sorted(keep)
+
+
 @dataclass
 class RoundRecord:
     """One joined round: ``latencies`` in seconds (inf = failed candidate), energy in joules."""

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from tuning.core.trimmer import TrimmerConfig, TrimmerState
+from tuning.core.trimmer import TrimmerConfig, TrimmerState, select_candidates
 
 
 def _state(n=1, weights=None, **cfg):
@@ -189,3 +189,32 @@ def test_bad_round_changes_nothing():
     with pytest.raises(ValueError):
         st.record_round(0, [1.0], joules=-1.0)
     assert st.rounds == [] and st.best == [math.inf]
+
+
+@pytest.mark.parametrize(
+    "scores, want, floor, expected_best, n_random",
+    [
+        # pool of 8, keep 4, floor 0.25 -> ceil(1) random slot; best 3 by score: idx 5 (0.9), 2 (0.8), 7 (0.7)
+        ([0.1, 0.2, 0.8, 0.3, 0.05, 0.9, 0.4, 0.7], 4, 0.25, [2, 5, 7], 1),
+        # floor 0 -> pure ranking: top 4 = 5, 2, 7, 6
+        ([0.1, 0.2, 0.8, 0.3, 0.05, 0.9, 0.4, 0.7], 4, 0.0, [2, 5, 6, 7], 0),
+        # floor 0.1 of 4 -> ceil(0.4) = 1 random slot
+        ([0.1, 0.2, 0.8, 0.3, 0.05, 0.9, 0.4, 0.7], 4, 0.1, [2, 5, 7], 1),
+        # ties keep the lower index: scores all equal, floor 0 -> 0, 1
+        ([1.0, 1.0, 1.0], 2, 0.0, [0, 1], 0),
+        # floor 1 -> everything random
+        ([0.1, 0.9, 0.5, 0.3], 2, 1.0, [], 2),
+    ],
+)
+def test_select_candidates(scores, want, floor, expected_best, n_random):
+    keep = select_candidates(scores, want, floor, np.random.default_rng(1))
+    assert len(keep) == want == len(set(keep))
+    assert set(expected_best) <= set(keep)
+    others = set(keep) - set(expected_best)
+    assert len(others) == n_random
+    assert keep == sorted(keep)
+
+
+def test_select_candidates_rejects_oversized_batch():
+    with pytest.raises(ValueError):
+        select_candidates([0.1, 0.2], 3, 0.1, np.random.default_rng(0))
