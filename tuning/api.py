@@ -1,5 +1,133 @@
-"""REST API of the tuning engine, mounted under /api/v1/ by webapp.urls."""
-from rest_framework.routers import SimpleRouter
+"""REST API of the tuning engine, mounted under ``/api/v1/tuning/`` by webapp.urls.
 
-router = SimpleRouter()
-urlpatterns = router.urls
+- Experiments of kind ``"tuning"`` are created through the platform API
+  (``POST /api/v1/experiments/`` with ``{"kind": "tuning", "parameters": {...}}``);
+  :class:`TuningParameters` validates the parameters.
+- ``POST /api/v1/tuning/onnx/`` (multipart ``file``): store an ONNX model after checking it
+  imports; returns ``{"id": ...}`` to pass as parameter ``onnx``.
+- ``GET /api/v1/tuning/experiments/<id>/``: tasks, rounds (curve) and result of a tuning.
+"""
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from django.urls import path
+from rest_framework import permissions, serializers, status
+from rest_framework.parsers import MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from webapp.models import Experiment
+
+from . import selectors
+
+
+def _runner_choices() -> list[str]:
+    from .backends.registry import runner_names
+
+    return runner_names()
+
+
+def _scheduler_choices() -> list[str]:
+    from .backends.registry import scheduler_names
+
+    return scheduler_names()
+
+
+class TuningParameters(serializers.Serializer):
+    """Parameters of a tuning experiment. Give ``model`` (torchvision name, ``transformers:<Config>``
+    or a built-in: mlp, matmul, convnet) or ``onnx`` (upload id or path under data/)."""
+
+    model = serializers.CharField(required=False, allow_blank=False, max_length=128)
+    onnx = serializers.CharField(required=False, allow_blank=False, max_length=256)
+    input_shape = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, min_length=1, max_length=8)
+    target = serializers.ChoiceField(choices=["llvm", "cuda"], default="llvm")
+    trials = serializers.IntegerField(min_value=1, max_value=100000, default=64)
+    trials_per_round = serializers.IntegerField(min_value=1, max_value=512, default=16)
+    max_trials_per_task = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+    max_tasks = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+    runner = serializers.CharField(default="local")
+    scheduler = serializers.CharField(default="gradient")
+    cost_model = serializers.ChoiceField(choices=["xgb", "random"], default="xgb")
+    seed = serializers.IntegerField(min_value=0, default=0)
+    num_threads = serializers.IntegerField(min_value=1, max_value=1024, required=False, allow_null=True, default=None)
+    repeats = serializers.IntegerField(min_value=3, max_value=1000, default=20)
+    force_target = serializers.BooleanField(default=False)
+    seed_database = serializers.CharField(required=False, allow_null=True, default=None, max_length=128)
+    measure_eager = serializers.BooleanField(default=True)
+    options = serializers.DictField(required=False, default=dict)
+
+    def validate_runner(self, value: str) -> str:
+        if value not in _runner_choices():
+            raise serializers.ValidationError(f"unknown runner {value!r}; available: {', '.join(_runner_choices())}")
+        return value
+
+    def validate_scheduler(self, value: str) -> str:
+        if value not in _scheduler_choices():
+            raise serializers.ValidationError(f"unknown scheduler {value!r}; available: {', '.join(_scheduler_choices())}")
+        return value
+
+    def validate(self, attrs):
+        if bool(attrs.get("model")) == bool(attrs.get("onnx")):
+            raise serializers.ValidationError("give exactly one of 'model' and 'onnx'")
+        if attrs.get("onnx"):
+            from .services import resolve_onnx
+
+            try:
+                resolve_onnx(attrs["onnx"])
+            except FileNotFoundError as err:
+                raise serializers.ValidationError({"onnx": str(err)}) from None
+        if attrs.get("model"):
+            from .backends.frontends import BUILTIN_MODELS
+
+            name = attrs["model"]
+            if name not in BUILTIN_MODELS and not name.startswith("transformers:"):
+                import torchvision
+
+                if name not in torchvision.models.list_models():
+                    raise serializers.ValidationError({"model": f"unknown model {name!r}"})
+        if attrs.get("seed_database"):
+            from .services import tuning_root
+
+            if not (tuning_root() / "databases" / attrs["seed_database"]).is_dir():
+                raise serializers.ValidationError({"seed_database": f"no imported database {attrs['seed_database']!r}"})
+        return attrs
+
+
+class OnnxUploadView(APIView):
+    """Upload an ONNX model (multipart field ``file``); it is parsed (never unpickled) and
+    imported into Relax before being stored; a failing import returns 400 naming the cause."""
+
+    parser_classes = [MultiPartParser]
+    permission_classes = [permissions.IsAuthenticated]
+
+    def post(self, request):
+        from .backends.frontends import ModelImportError
+        from .services import onnx_upload_store
+
+        f = request.FILES.get("file")
+        if f is None:
+            return Response({"file": "required"}, status=status.HTTP_400_BAD_REQUEST)
+        try:
+            info = onnx_upload_store(data=f.read())
+        except (ModelImportError, ValueError) as err:
+            return Response({"file": str(err)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(info, status=status.HTTP_201_CREATED)
+
+
+class TuningExperimentView(APIView):
+    """Tasks, rounds and result of a tuning experiment (owner or staff)."""
+
+    permission_classes = [permissions.IsAuthenticated]
+
+    def get(self, request, pk: int):
+        qs = Experiment.objects.filter(kind="tuning")
+        if not request.user.is_staff:
+            qs = qs.filter(owner=request.user)
+        exp = get_object_or_404(qs, pk=pk)
+        return Response(selectors.tuning_overview(experiment=exp))
+
+
+urlpatterns = [
+    path("onnx/", OnnxUploadView.as_view(), name="tuning-onnx-upload"),
+    path("experiments/<int:pk>/", TuningExperimentView.as_view(), name="tuning-experiment"),
+]

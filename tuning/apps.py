@@ -5,5 +5,19 @@ class TuningConfig(AppConfig):
     name = "tuning"
 
     def ready(self) -> None:
-        # Engines register their experiment kinds here (webapp.experiments.register_experiment_kind).
-        pass
+        from webapp.experiments import ExperimentKind, register_experiment_kind
+
+        from .api import TuningParameters
+        from .services import queue_for_parameters, tuning_experiment_run
+
+        register_experiment_kind(ExperimentKind(
+            kind="tuning", run=tuning_experiment_run, parameters_serializer=TuningParameters,
+            queue="cpu", route=queue_for_parameters))
+        try:
+            from webapp.demo import register_demo_step
+
+            from .demo import run_tuning_demo
+
+            register_demo_step("tuning", run_tuning_demo, order=40)
+        except ImportError:  # demo module not written yet
+            pass

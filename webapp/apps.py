@@ -6,3 +6,15 @@ class WebappConfig(AppConfig):
 
     name = "webapp"
     verbose_name = "Tandem platform"
+
+    def ready(self) -> None:
+        from .experiments import ExperimentKind, register_experiment_kind
+        from .serializers import TrainingProbeParameters
+        from .services import training_probe_run
+
+        register_experiment_kind(
+            ExperimentKind(
+                kind="training-probe", run=training_probe_run,
+                parameters_serializer=TrainingProbeParameters, queue="cpu",
+            )
+        )

@@ -40,12 +40,22 @@ class ExperimentKind:
     ``run``: ``(experiment, reporter) -> dict`` result summary.
     ``parameters_serializer``: DRF serializer class validating ``parameters`` (``None``: any dict).
     ``queue``: Celery queue, ``"cpu"`` or ``"gpu"``.
+    ``route``: optional ``(parameters) -> queue`` for kinds whose queue depends on the
+    parameters (tuning: ``gpu`` for a CUDA target, ``cpu`` otherwise); overrides ``queue``.
     """
 
     kind: str
     run: Callable[["Experiment", "ProgressReporter"], dict[str, Any]]
     parameters_serializer: type["Serializer"] | None = None
     queue: str = "cpu"
+    route: Callable[[dict[str, Any]], str] | None = None
+
+    def queue_for(self, parameters: dict[str, Any]) -> str:
+        """The Celery queue of an experiment with these parameters."""
+        queue = self.route(parameters) if self.route is not None else self.queue
+        if queue not in ("cpu", "gpu"):
+            raise ValueError(f"queue must be 'cpu' or 'gpu', not {queue!r}")
+        return queue
 
 
 _REGISTRY: dict[str, ExperimentKind] = {}

@@ -123,6 +123,10 @@ class Job(StatefulModel):
     gpus = models.ManyToManyField(GPUDevice, blank=True, related_name="jobs")
     progress = models.PositiveSmallIntegerField(default=0, help_text="Percent")
     result = models.JSONField(default=dict, blank=True)
+    attempts = models.PositiveIntegerField(default=0, help_text="Times a worker started it")
+    dispatched_at = models.DateTimeField(
+        null=True, blank=True, help_text="When it was sent to a worker (set once, so it is never sent twice)"
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]

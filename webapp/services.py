@@ -3,13 +3,16 @@ from __future__ import annotations
 
 import logging
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from .experiments import ExperimentCancelled, ProgressReporter, get_experiment_kind
 from .models import Experiment
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .models import Job, Node
 from .states import State
 
 log = logging.getLogger(__name__)
@@ -38,7 +41,7 @@ def experiment_enqueue(*, experiment: Experiment) -> None:
     from workers.tasks.platform import run_experiment
 
     spec = get_experiment_kind(experiment.kind)
-    run_experiment.apply_async(args=[experiment.pk], queue=spec.queue)
+    run_experiment.apply_async(args=[experiment.pk], queue=spec.queue_for(experiment.parameters))
 
 
 def experiment_run(*, experiment_id: int) -> Experiment:
@@ -101,3 +104,213 @@ def experiment_cancel(*, experiment: Experiment) -> Experiment:
             check_transition(exp, exp.state, State.CANCELLED)  # raises: terminal
         exp.save()
     return exp
+
+
+# --- Jobs -------------------------------------------------------------------------------
+# Contract: webapp/jobs.py. A job is validated by the registered job scheduler, stored queued,
+# and after commit ``schedule()`` decides which queued jobs start now; each is dispatched to the
+# worker exactly once (``dispatched_at``), runs real training steps (job_run) and, when it ends,
+# frees its GPUs and calls ``schedule()`` again.
+
+
+class JobCancelled(Exception):
+    """Raised inside :func:`job_run`'s step callback when the job was cancelled meanwhile."""
+
+
+def job_submit(
+    *,
+    owner: AbstractBaseUser,
+    model_name: str,
+    batch_size: int,
+    num_gpus: int = 1,
+    steps: int = 100,
+    name: str = "",
+    cluster=None,
+) -> "Job":
+    """Validate and store a job as ``queued``, then (after commit) ask the job scheduler which
+    queued jobs start now and dispatch them.
+
+    Raises :class:`webapp.jobs.JobRejected` (``.field`` names the offending field) for an
+    unknown torchvision model, a non-positive size, or a job the scheduler says can never run;
+    nothing is stored then.
+    """
+    from .backends.training import torchvision_model_names
+    from .jobs import JobRejected, get_job_scheduler
+    from .models import Job
+
+    if model_name not in torchvision_model_names():
+        raise JobRejected(f"unknown model {model_name!r}: not a torchvision classification model", field="model_name")
+    for field, value in (("batch_size", batch_size), ("steps", steps)):
+        if value < 1:
+            raise JobRejected(f"{field} must be at least 1, got {value}", field=field)
+    if num_gpus < 0:
+        raise JobRejected(f"num_gpus must be 0 or more, got {num_gpus}", field="num_gpus")
+    job = Job(owner=owner, model_name=model_name, batch_size=batch_size, num_gpus=num_gpus, steps=steps, name=name, cluster=cluster)
+    get_job_scheduler().validate(job)
+    with transaction.atomic():
+        job.save()
+        transaction.on_commit(job_schedule)
+    return job
+
+
+def job_schedule() -> list["Job"]:
+    """Ask the registered job scheduler for the jobs that start now and dispatch each of them
+    once. Returns the jobs dispatched by this call."""
+    from .jobs import get_job_scheduler
+
+    dispatched = []
+    for job in get_job_scheduler().schedule():
+        if job_dispatch(job=job):
+            dispatched.append(job)
+    return dispatched
+
+
+def job_dispatch(*, job: "Job") -> bool:
+    """Send a queued job to the ``run_job`` Celery task unless it was already sent; the
+    ``dispatched_at`` stamp is set atomically, so concurrent schedulers never send a job twice.
+    Returns whether this call sent it."""
+    from django.utils import timezone
+
+    from .models import Job
+
+    with transaction.atomic():
+        claimed = Job.objects.filter(pk=job.pk, state=State.QUEUED, dispatched_at__isnull=True).update(
+            dispatched_at=timezone.now()
+        )
+        if claimed:
+            from workers.tasks.platform import run_job
+
+            queue = "gpu" if job.num_gpus and job.gpus.exists() else "cpu"
+            transaction.on_commit(lambda: run_job.apply_async(args=[job.pk], queue=queue))
+    return bool(claimed)
+
+
+def job_cancel(*, job: "Job") -> "Job":
+    """Cancel a job: a queued one at once, a running one at its next training step (the worker
+    sees the state and stops). Frees its GPUs and lets the scheduler use them.
+
+    Raises :class:`webapp.states.IllegalTransition` for a finished job.
+    """
+    from .models import Job
+
+    with transaction.atomic():
+        locked = Job.objects.select_for_update().get(pk=job.pk)
+        locked.transition_to(State.CANCELLED, error="cancelled by request")
+        locked.save()
+        locked.gpus.clear()
+        transaction.on_commit(job_schedule)
+    return locked
+
+
+def job_run(*, job_id: int) -> "Job":
+    """The worker's execution of a job: ``steps`` real SGD steps of torchvision ``model_name``
+    at ``batch_size`` on synthetic images (see :func:`webapp.backends.training.train_steps`)
+    on CUDA when available and GPUs are assigned, else CPU. Progress is written as steps go.
+
+    Idempotent: a terminal job is returned untouched; a ``running`` job (its worker was lost
+    and the task redelivered) is restarted from step 0; the result (``steps``, ``seconds``,
+    ``samples_per_second``, ``device``, ``gpus``) is written once, together with the terminal
+    state, under a row lock. Failures mark the job ``failed`` with the error. Afterwards the
+    job's GPUs are freed and the scheduler is asked for the next jobs.
+    """
+    from django.conf import settings
+
+    from .backends.training import pick_device, train_steps
+    from .models import Job
+
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job_id)
+        if job.is_terminal:
+            return job
+        if job.state == State.QUEUED:
+            job.transition_to(State.RUNNING)
+        job.attempts += 1
+        job.progress = 0
+        job.save()
+        gpus = list(job.gpus.order_by("index"))
+
+    def on_step(i: int) -> None:
+        pct = int(100 * i / job.steps)
+        if pct != on_step.last:  # type: ignore[attr-defined]
+            on_step.last = pct  # type: ignore[attr-defined]
+            Job.objects.filter(pk=job_id).update(progress=pct)
+            if Job.objects.filter(pk=job_id, state=State.CANCELLED).exists():
+                raise JobCancelled(f"job {job_id} was cancelled")
+
+    on_step.last = -1  # type: ignore[attr-defined]
+    result = None
+    error = ""
+    try:
+        device = pick_device([g.index for g in gpus])
+        res = train_steps(
+            model_name=job.model_name, batch_size=job.batch_size, steps=job.steps,
+            device=device, image_size=settings.JOB_IMAGE_SIZE, seed=job.pk, on_step=on_step,
+        )
+        result = res.as_dict() | {"gpus": [g.pk for g in gpus], "attempt": job.attempts}
+    except JobCancelled:
+        pass
+    except Exception as err:  # noqa: BLE001 - recorded as data on the job
+        log.exception("job %s failed", job_id)
+        error = f"{type(err).__name__}: {err}"
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job_id)
+        if not job.is_terminal:
+            if result is not None:
+                job.transition_to(State.SUCCEEDED)
+                job.result = result
+                job.progress = 100
+            else:
+                job.transition_to(State.FAILED, error=error or "stopped")
+            job.save()
+        job.gpus.clear()
+        transaction.on_commit(job_schedule)
+    return job
+
+
+# --- The platform's own experiment kind: a training probe -------------------------------
+
+
+def training_probe_run(experiment: Experiment, reporter: ProgressReporter) -> dict[str, Any]:
+    """Runner of the ``training-probe`` experiment kind: real training steps of a torchvision
+    model on CPU (parameters: ``model_name``, ``batch_size``, ``steps``, ``image_size``),
+    reporting progress each step. Result: as :class:`webapp.backends.training.TrainingResult`.
+    Restarts from step 0 when redelivered."""
+    from .backends.training import train_steps
+
+    p = experiment.parameters
+    steps = int(p["steps"])
+    res = train_steps(
+        model_name=p["model_name"], batch_size=int(p["batch_size"]), steps=steps,
+        device="cpu", image_size=int(p.get("image_size", 224)), seed=experiment.pk,
+        on_step=lambda i: reporter.report(100 * i / steps, f"step {i}/{steps}"),
+    )
+    return res.as_dict() | {"attempt": experiment.attempts}
+
+
+# --- Nodes and GPUs reported by workers -------------------------------------------------
+
+
+def node_report_gpus(*, cluster_name: str, node_name: str, gpus: list[dict[str, Any]], cpu_cores: float, memory_mib: int) -> "Node":
+    """Upsert the worker's node (in cluster ``cluster_name``, created if missing) and its GPUs
+    as reported by NVML: each ``{"index", "model", "memory_mib", "uuid"}``. GPUs no longer
+    reported are deleted; ``last_heartbeat`` is set to now. One transaction."""
+    from django.utils import timezone
+
+    from .models import Cluster, GPUDevice, Node
+
+    with transaction.atomic():
+        cluster, _ = Cluster.objects.get_or_create(name=cluster_name, defaults={"kind": Cluster.Kind.OTHER})
+        node, _ = Node.objects.select_for_update().get_or_create(
+            cluster=cluster, name=node_name, defaults={"cpu_cores": cpu_cores, "memory_mib": memory_mib}
+        )
+        node.last_heartbeat = timezone.now()
+        node.save(update_fields=["last_heartbeat"])
+        seen = []
+        for g in gpus:
+            GPUDevice.objects.update_or_create(
+                node=node, index=int(g["index"]),
+                defaults={"model": g["model"], "memory_mib": int(g["memory_mib"]), "uuid": g.get("uuid", "")},
+            )
+            seen.append(int(g["index"]))
+        node.gpus.exclude(index__in=seen).delete()
+    return node

@@ -1,14 +1,23 @@
 """URL map: admin, dashboard, API root (/api/v1/), each engine's API, OpenAPI schema and docs."""
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from .health import healthz
+
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("healthz", healthz, name="healthz"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/placement/", include("placement.api")),
     path("api/v1/tuning/", include("tuning.api")),
     path("api/v1/rlweights/", include("rlweights.api")),
     path("api/v1/federation/", include("federation.api")),
+    path("api/v1/", include("webapp.api")),
+    path("tuning/", include("tuning.urls")),
+    path("", include("webapp.dashboard_urls")),
 ]

@@ -6,8 +6,9 @@ runner ``"local"``
     ``TVM_NUM_THREADS`` to ``setup.num_threads`` before it loads any kernel: with it unset the
     TVM runtime uses half the cores here, so candidates would be measured single-threaded on a
     2-core machine (DESIGN.md, TVM 0.27 notes, fact 1). Options (``setup.options``):
-    ``builder_workers`` (default ``setup.num_threads``), ``build_timeout_s`` (30),
-    ``run_timeout_s`` (30), ``number`` (3), ``repeat`` (1), ``min_repeat_ms`` (100),
+    ``builder_workers`` (default ``setup.num_threads``), ``build_timeout_s`` (300: a fresh
+    builder worker pays ~15 s importing TVM before its first build, much more on a loaded machine),
+    ``run_timeout_s`` (60), ``number`` (3), ``repeat`` (1), ``min_repeat_ms`` (100),
     ``cpu_cache_flush`` (False).
 scheduler ``"gradient"``
     MetaSchedule's ``GradientBased`` task scheduler (Ansor's gradient allocation, Zheng et al.,
@@ -41,10 +42,10 @@ def _local(setup: TuningSetup):
     init = functools.partial(set_num_threads, setup.num_threads)
     builder = LocalBuilder(
         max_workers=int(opts.get("builder_workers", setup.num_threads)),
-        timeout_sec=float(opts.get("build_timeout_s", 30.0)),
+        timeout_sec=float(opts.get("build_timeout_s", 300.0)),
     )
     runner = LocalRunner(
-        timeout_sec=float(opts.get("run_timeout_s", 30.0)),
+        timeout_sec=float(opts.get("run_timeout_s", 60.0)),
         evaluator_config=EvaluatorConfig(
             number=int(opts.get("number", 3)),
             repeat=int(opts.get("repeat", 1)),

@@ -13,6 +13,11 @@ Variables (all optional unless stated):
 ``TANDEM_VAR_DIR``          where runtime state lives (SQLite file, broker folder,
                             tuning work directories); default ``<repo>/var``
 ``TANDEM_MAX_UPLOAD_MIB``   largest accepted upload (traces, ONNX), default 64
+``CELERY_VISIBILITY_TIMEOUT``  seconds Redis keeps a delivered, unacknowledged task before
+                            giving it to another worker (worker lost); default 3600. Must
+                            exceed the longest task, or a slow task is run twice at once
+``TANDEM_JOB_IMAGE_SIZE``   side of the synthetic training images of jobs, pixels; default 224
+``TANDEM_LOG_LEVEL``        root log level, default ``INFO``
 ==========================  ==============================================================
 """
 from __future__ import annotations
@@ -99,7 +104,13 @@ LOGOUT_REDIRECT_URL = "login"
 # --- Static files (plotly.js, Swagger UI: served locally, never from a CDN) --------------
 STATIC_URL = "/static/"
 STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STATICFILES_DIRS = [BASE_DIR / "webapp" / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "webapp.staticfinders.PlotlyFinder",
+]
 
 # --- Uploads ----------------------------------------------------------------------------
 MAX_UPLOAD_MIB = env.int("TANDEM_MAX_UPLOAD_MIB", default=64)
@@ -151,7 +162,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "store_processed": False,
     }
 else:
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)}
 CELERY_RESULT_BACKEND = None  # results live in the Django database, not in Celery
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
@@ -160,6 +171,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "cpu"
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# --- Jobs -------------------------------------------------------------------------------
+JOB_IMAGE_SIZE = env.int("TANDEM_JOB_IMAGE_SIZE", default=224)
 
 LOGGING = {
     "version": 1,

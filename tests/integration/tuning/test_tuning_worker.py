@@ -1,0 +1,81 @@
+"""A real MetaSchedule tuning through the Celery worker and PostgreSQL, killed mid-run and
+resumed from its JSON database.
+
+Workload: the built-in ``mlp`` (two Linear(512, 512)+ReLU layers, batch 16), which TVM extracts
+as ONE tuning task of weight 2 (``fused_matmul_add_relu``) on LLVM with the host CPU named.
+Budget: 16 trials in rounds of 8, so the run is exactly two rounds. The worker is SIGKILLed
+once the first round is mirrored; a second worker gets the redelivered task (Redis visibility
+timeout shortened to 5 s) and must spend only the 8 trials still missing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+from tests.conftest import wait_for
+from webapp.models import Experiment
+from webapp.services import experiment_create
+from webapp.states import State
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def test_tuning_killed_mid_run_resumes_from_database_and_beats_untuned(monkeypatch, start_worker, django_user_model, settings, tmp_path):
+    from tuning.models import TuningRecord, TuningResult, TuningRound, TuningTask
+
+    settings.VAR_DIR = tmp_path / "var"  # the worker gets the same through TANDEM_VAR_DIR
+    monkeypatch.setenv("TANDEM_VAR_DIR", str(settings.VAR_DIR))
+    monkeypatch.setenv("CELERY_VISIBILITY_TIMEOUT", "5")
+    monkeypatch.setenv("TANDEM_TUNING_THREADS", "2")
+    owner = django_user_model.objects.create_user("tuner", password="pw")
+    first = start_worker()
+    exp = experiment_create(owner=owner, kind="tuning", parameters={
+        "model": "mlp", "target": "llvm", "trials": 16, "trials_per_round": 8, "repeats": 10,
+        "runner": "local", "scheduler": "gradient", "options": {"builder_workers": 1},
+    })
+    wait_for(lambda: TuningRound.objects.filter(experiment=exp).count() >= 1, timeout=600, what="the first tuning round")
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait(timeout=30)
+    mid = Experiment.objects.get(pk=exp.pk)
+    assert mid.state == State.RUNNING and mid.attempts == 1
+    first_round_records = TuningRecord.objects.filter(experiment=exp).count()
+    assert first_round_records == 8
+    work_dir = settings.VAR_DIR / "tuning" / f"exp-{exp.pk}"
+    db_lines = [json.loads(x) for x in (work_dir / "database_tuning_record.json").read_text().splitlines() if x.strip()]
+    assert len(db_lines) >= 8  # the JSON database holds the finished trials
+
+    start_worker()
+    wait_for(lambda: Experiment.objects.get(pk=exp.pk).is_terminal, timeout=900, what="the resumed tuning to finish")
+    done = Experiment.objects.get(pk=exp.pk)
+    assert done.state == State.SUCCEEDED, done.error
+    assert done.progress == 100 and done.attempts == 2
+    res = done.result
+
+    # resume: the second attempt measured only the missing 8 trials, not 16 again
+    assert res["resumed_from_trials"] == len(db_lines)
+    assert res["trials_this_attempt"] == 16 - len(db_lines)
+    assert res["trials_in_database"] == 16
+    assert TuningRecord.objects.filter(experiment=exp).count() == 16
+    rounds = list(TuningRound.objects.filter(experiment=exp).order_by("round_index"))
+    assert [(r.round_index, r.attempt, r.num_candidates) for r in rounds] == [(0, 1, 8), (1, 2, 8)]
+
+    # records mirrored with target, threads, timings and energy with its label
+    task = TuningTask.objects.get(experiment=exp)
+    assert (task.name, task.weight, task.trials_done) == ("fused_matmul_add_relu", 2.0, 16)
+    rec = TuningRecord.objects.filter(experiment=exp, error="").first()
+    assert rec is not None and rec.mean_seconds > 0 and len(rec.run_seconds) >= 1
+    assert rec.target["kind"] == "llvm" and rec.target["mcpu"] == res["host_cpu"] and rec.num_threads == 2
+    assert rec.energy_source in ("rapl", "estimate") and rec.energy_joules >= 0
+    for r in rounds:
+        assert r.build_seconds > 0 and r.measure_seconds > 0 and r.energy_source == res["energy_source"]
+        assert r.search_joules + r.build_joules + r.measure_joules > 0
+    assert rounds[1].wall_seconds > rounds[0].wall_seconds  # cumulative across attempts
+    assert res["energy_source"] in ("rapl", "estimate") and res["tuning_joules"] > 0
+
+    # end-to-end: tuned build faster than the untuned build, both measured by the worker in this test
+    result = TuningResult.objects.get(experiment=exp)
+    assert result.tuned_latency["median_s"] < result.untuned_latency["median_s"]
+    assert result.eager_latency["median_s"] > 0 and result.num_threads == 2

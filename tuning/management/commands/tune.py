@@ -1,0 +1,128 @@
+"""``manage.py tune``: tune a model's tensor programs with MetaSchedule, in this process.
+
+Examples::
+
+    manage.py tune --model resnet18 --target llvm --trials 200 --json
+    manage.py tune --onnx onnx-light-models/light_squeezenet.onnx --trials 32
+    manage.py tune --resume 12            # continue experiment 12 from its database
+
+Creates a ``tuning`` experiment (visible in the dashboard and API), shows a tqdm progress bar,
+and prints a summary (``--json``: one JSON object on stdout).
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+from tqdm import tqdm
+
+from webapp.experiments import ExperimentCancelled, ProgressReporter
+from webapp.models import Experiment
+from webapp.states import State
+
+
+class TqdmReporter(ProgressReporter):
+    """Progress reporter that also drives a tqdm bar."""
+
+    def __init__(self, experiment: Experiment, bar: tqdm) -> None:
+        super().__init__(experiment)
+        self.bar = bar
+
+    def report(self, percent: float, message: str = "") -> None:
+        super().report(percent, message)
+        self.bar.n = int(max(0, min(100, round(percent))))
+        self.bar.set_postfix_str(message[:60], refresh=False)
+        self.bar.refresh()
+
+
+class Command(BaseCommand):
+    help = "Tune a model (torchvision/transformers name, built-in, or ONNX) with TVM MetaSchedule."
+
+    def add_arguments(self, parser):
+        src = parser.add_mutually_exclusive_group(required=True)
+        src.add_argument("--model", help="torchvision name (resnet18), transformers:<Config>, or mlp/matmul/convnet")
+        src.add_argument("--onnx", help="ONNX path under data/ or an upload id")
+        src.add_argument("--resume", type=int, metavar="EXPERIMENT_ID", help="continue a tuning experiment from its database")
+        parser.add_argument("--input-shape", help="comma-separated, e.g. 1,3,224,224")
+        parser.add_argument("--target", default="llvm", choices=["llvm", "cuda"])
+        parser.add_argument("--trials", type=int, default=64, help="total trial budget (candidates measured)")
+        parser.add_argument("--trials-per-round", type=int, default=16)
+        parser.add_argument("--max-trials-per-task", type=int)
+        parser.add_argument("--max-tasks", type=int, help="tune only the N tasks with the most weighted FLOP")
+        parser.add_argument("--runner", default="local")
+        parser.add_argument("--scheduler", default="gradient")
+        parser.add_argument("--cost-model", default="xgb", choices=["xgb", "random"])
+        parser.add_argument("--threads", type=int, help="measurement threads (default: TANDEM_TUNING_THREADS or all cores)")
+        parser.add_argument("--repeats", type=int, default=20, help="end-to-end latency repeats")
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--seed-database", help="name of an imported database to start from")
+        parser.add_argument("--force", action="store_true", help="use a database measured under another target")
+        parser.add_argument("--no-eager", action="store_true", help="skip the PyTorch eager measurement")
+        parser.add_argument("--owner", default="cli", help="user owning the experiment (created if missing)")
+        parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    def handle(self, *args, **opts):
+        from tuning.api import TuningParameters
+        from tuning.services import tuning_experiment_run
+
+        if opts["resume"] is not None:
+            try:
+                exp = Experiment.objects.get(pk=opts["resume"], kind="tuning")
+            except Experiment.DoesNotExist:
+                raise CommandError(f"no tuning experiment {opts['resume']}") from None
+            if exp.is_terminal:
+                raise CommandError(f"experiment {exp.pk} already {exp.state}")
+        else:
+            raw = {k: v for k, v in {
+                "model": opts["model"], "onnx": opts["onnx"], "target": opts["target"], "trials": opts["trials"],
+                "trials_per_round": opts["trials_per_round"], "max_trials_per_task": opts["max_trials_per_task"],
+                "max_tasks": opts["max_tasks"], "runner": opts["runner"], "scheduler": opts["scheduler"],
+                "cost_model": opts["cost_model"], "num_threads": opts["threads"], "repeats": opts["repeats"],
+                "seed": opts["seed"], "seed_database": opts["seed_database"], "force_target": opts["force"],
+                "measure_eager": not opts["no_eager"],
+            }.items() if v is not None}
+            if opts["input_shape"]:
+                raw["input_shape"] = [int(x) for x in opts["input_shape"].split(",")]
+            ser = TuningParameters(data=raw)
+            if not ser.is_valid():
+                raise CommandError(json.dumps(ser.errors))
+            owner, _ = get_user_model().objects.get_or_create(username=opts["owner"])
+            exp = Experiment.objects.create(owner=owner, kind="tuning", parameters=json.loads(json.dumps(ser.validated_data)),
+                                            name=f"tune {raw.get('model') or raw.get('onnx')}")
+        with transaction.atomic():
+            exp = Experiment.objects.select_for_update().get(pk=exp.pk)
+            if exp.state == State.QUEUED:
+                exp.transition_to(State.RUNNING)
+            exp.attempts += 1
+            exp.save()
+        bar = tqdm(total=100, desc=f"tuning experiment {exp.pk}", unit="%", file=sys.stderr, disable=None)
+        try:
+            result = tuning_experiment_run(exp, TqdmReporter(exp, bar))
+        except (Exception, KeyboardInterrupt, ExperimentCancelled) as err:
+            bar.close()
+            exp.refresh_from_db()
+            exp.transition_to(State.CANCELLED if isinstance(err, (KeyboardInterrupt, ExperimentCancelled)) else State.FAILED,
+                              error=f"{type(err).__name__}: {err}")
+            exp.save()
+            raise CommandError(f"tuning experiment {exp.pk} {exp.state}: {type(err).__name__}: {err}") from err
+        bar.n = 100
+        bar.close()
+        exp.refresh_from_db()
+        exp.transition_to(State.SUCCEEDED)
+        exp.result, exp.progress = result, 100
+        exp.save()
+        summary = {"experiment": exp.pk, **result}
+        if opts["json"]:
+            self.stdout.write(json.dumps(summary, default=str))
+        else:
+            ms = lambda d: f"{d['median_s'] * 1e3:.2f} ms (p25 {d['p25_s'] * 1e3:.2f}, p75 {d['p75_s'] * 1e3:.2f})" if d else "n/a"  # noqa: E731
+            self.stdout.write(
+                f"experiment {exp.pk}: {result['model']} on {result['host_cpu']} x {result['num_threads']} threads, "
+                f"{result['trials_in_database']} trials in {result['tuning_wall_seconds']:.0f} s, "
+                f"{result['tuning_joules']:.0f} J ({result['energy_source']})\n"
+                f"  tuned   {ms(result['tuned'])}\n  untuned {ms(result['untuned'])}\n  eager   {ms(result.get('eager'))}\n"
+                f"  time split: search {result['search_seconds']:.0f} s, build {result['build_seconds']:.0f} s, "
+                f"measure {result['measure_seconds']:.0f} s")

@@ -1,0 +1,35 @@
+"""Dashboard pages of the tuning engine."""
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404
+from django.shortcuts import render
+
+from webapp.views import figure_html
+
+from . import selectors
+from .figures import latency_comparison_figure, time_split_figure, tuning_curve_figure
+
+
+@login_required
+def index(request):
+    """Tuning experiments with their curves (best latency vs wall time and vs energy) and the
+    tuned / untuned / PyTorch comparison of the selected (default: newest) one."""
+    exps = selectors.tuning_experiments(user=request.user)
+    selected = None
+    if request.GET.get("experiment"):
+        selected = next((e for e in exps if str(e.pk) == request.GET["experiment"]), None)
+        if selected is None:
+            raise Http404("no such tuning experiment")
+    elif exps:
+        selected = exps[0]
+    ctx = {"experiments": exps, "selected": selected}
+    if selected is not None:
+        ov = selectors.tuning_overview(experiment=selected)
+        ctx.update(overview=ov, figures=[
+            figure_html(tuning_curve_figure(ov["curve"], x="wall_seconds"), "tuning-curve-time"),
+            figure_html(tuning_curve_figure(ov["curve"], x="joules"), "tuning-curve-energy"),
+            figure_html(latency_comparison_figure(ov["result"]), "tuning-latency"),
+            figure_html(time_split_figure(ov["curve"]), "tuning-split"),
+        ])
+    return render(request, "tuning/index.html", ctx)

@@ -1,0 +1,177 @@
+"""Platform REST API, mounted at ``/api/v1/`` by :mod:`webapp.urls`.
+
+Permissions:
+
+* clusters, nodes, GPUs: any authenticated user reads; only staff create, change, delete;
+* jobs and experiments: a user sees and changes only their own, staff see and change all;
+  jobs and experiments are never edited in place: they are submitted, then cancelled;
+* anonymous requests are refused (401 with a ``WWW-Authenticate: Token`` challenge).
+
+Authentication: ``Authorization: Token <key>`` (get a key with ``POST /api/v1/auth/token/``
+and a username + password, or ``manage.py drf_create_token <username>``), or the browser
+session.
+"""
+from __future__ import annotations
+
+from django.urls import path
+from django_filters import rest_framework as filters
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, permissions, serializers, status, viewsets
+from rest_framework.authtoken.views import obtain_auth_token
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+from rest_framework.routers import DefaultRouter
+
+from . import selectors, services
+from .experiments import UnknownExperimentKind
+from .jobs import JobRejected
+from .models import Cluster, Experiment, GPUDevice, Job, Node
+from .serializers import (
+    ClusterSerializer,
+    ExperimentResultSerializer,
+    ExperimentSerializer,
+    GPUDeviceSerializer,
+    JobSerializer,
+    NodeSerializer,
+)
+from .states import IllegalTransition
+
+
+class IsStaffOrReadOnly(permissions.BasePermission):
+    """Authenticated users read; staff write."""
+
+    def has_permission(self, request, view) -> bool:
+        if not (request.user and request.user.is_authenticated):
+            return False
+        return request.method in permissions.SAFE_METHODS or request.user.is_staff
+
+
+class ClusterViewSet(viewsets.ModelViewSet):
+    """Registered clusters. Read: any user; write: staff."""
+
+    queryset = Cluster.objects.all()
+    serializer_class = ClusterSerializer
+    permission_classes = [IsStaffOrReadOnly]
+    filterset_fields = ["kind", "region"]
+
+
+class NodeViewSet(viewsets.ModelViewSet):
+    """Nodes of clusters (CPU cores, memory MiB, labels, taints). Read: any user; write: staff."""
+
+    queryset = Node.objects.select_related("cluster")
+    serializer_class = NodeSerializer
+    permission_classes = [IsStaffOrReadOnly]
+    filterset_fields = ["cluster"]
+
+
+class GPUDeviceViewSet(viewsets.ModelViewSet):
+    """GPU devices of nodes (model, memory MiB, index, UUID). Read: any user; write: staff."""
+
+    queryset = GPUDevice.objects.select_related("node")
+    serializer_class = GPUDeviceSerializer
+    permission_classes = [IsStaffOrReadOnly]
+    filterset_fields = ["node", "model", "node__cluster"]
+
+
+class JobFilter(filters.FilterSet):
+    model = filters.CharFilter(field_name="model_name")
+
+    class Meta:
+        model = Job
+        fields = ["state", "model_name", "cluster"]
+
+
+def _rejected_as_400(err: Exception, field: str) -> ValidationError:
+    return ValidationError({field: [str(err)]})
+
+
+class JobViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Training jobs: submit (``POST``), list (filters ``state``, ``model``/``model_name``,
+    ``cluster``; ``?page=``), retrieve, and ``POST {id}/cancel/``. Own jobs only (staff: all)."""
+
+    serializer_class = JobSerializer
+    filterset_class = JobFilter
+    ordering_fields = ["created_at", "id", "state"]
+
+    def get_queryset(self):
+        return selectors.job_list(user=self.request.user)
+
+    def perform_create(self, serializer):
+        data = serializer.validated_data
+        try:
+            serializer.instance = services.job_submit(
+                owner=self.request.user, model_name=data["model_name"], batch_size=data["batch_size"],
+                num_gpus=data.get("num_gpus", 1), steps=data.get("steps", 100), name=data.get("name", ""),
+                cluster=data.get("cluster"),
+            )
+        except JobRejected as err:
+            raise _rejected_as_400(err, err.field) from err
+
+    @extend_schema(request=None, responses=JobSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        """Cancel the job (409 if it already finished)."""
+        job = self.get_object()
+        try:
+            job = services.job_cancel(job=job)
+        except IllegalTransition as err:
+            return Response({"detail": str(err)}, status=status.HTTP_409_CONFLICT)
+        return Response(JobSerializer(job).data)
+
+
+class ExperimentViewSet(
+    mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
+    """Experiments of any registered kind: create (``kind`` + ``parameters`` validated by the
+    kind's serializer), list (filters ``state``, ``kind``), retrieve with progress,
+    ``POST {id}/cancel/`` and ``GET {id}/result/``. Own experiments only (staff: all)."""
+
+    serializer_class = ExperimentSerializer
+    filterset_fields = ["state", "kind"]
+    ordering_fields = ["created_at", "id", "state"]
+
+    def get_queryset(self):
+        return selectors.experiment_list(user=self.request.user)
+
+    def perform_create(self, serializer):
+        data = serializer.validated_data
+        try:
+            serializer.instance = services.experiment_create(
+                owner=self.request.user, kind=data["kind"], parameters=data.get("parameters") or {},
+                name=data.get("name", ""),
+            )
+        except UnknownExperimentKind as err:
+            raise _rejected_as_400(err, "kind") from err
+        except serializers.ValidationError as err:
+            raise ValidationError({"parameters": err.detail}) from err
+
+    @extend_schema(request=None, responses=ExperimentSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        """Cancel at once if queued, at the next progress report if running (409 if finished)."""
+        exp = self.get_object()
+        try:
+            exp = services.experiment_cancel(experiment=exp)
+        except IllegalTransition as err:
+            return Response({"detail": str(err)}, status=status.HTTP_409_CONFLICT)
+        return Response(ExperimentSerializer(exp).data)
+
+    @extend_schema(responses=ExperimentResultSerializer)
+    @action(detail=True, methods=["get"])
+    def result(self, request, pk=None):
+        """The result summary (empty until it succeeded) and the error, if any."""
+        return Response(ExperimentResultSerializer(self.get_object()).data)
+
+
+router = DefaultRouter()
+router.register("clusters", ClusterViewSet, basename="cluster")
+router.register("nodes", NodeViewSet, basename="node")
+router.register("gpus", GPUDeviceViewSet, basename="gpu")
+router.register("jobs", JobViewSet, basename="job")
+router.register("experiments", ExperimentViewSet, basename="experiment")
+
+urlpatterns = [
+    path("auth/token/", obtain_auth_token, name="api-token"),
+    *router.urls,
+]

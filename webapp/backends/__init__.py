@@ -1,0 +1,1 @@
+"""Adapters of the platform to heavy libraries (torch/torchvision, pynvml), imported inside."""

@@ -1,0 +1,92 @@
+"""DRF serializers of the platform API (validation only; writes go through services)."""
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from .models import Cluster, Experiment, GPUDevice, Job, Node
+
+
+class GPUDeviceSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = GPUDevice
+        fields = ["id", "node", "index", "model", "memory_mib", "uuid", "utilisation_percent"]
+
+
+class NodeSerializer(serializers.ModelSerializer):
+    gpu_count = serializers.IntegerField(read_only=True, source="gpus.count")
+
+    class Meta:
+        model = Node
+        fields = ["id", "cluster", "name", "cpu_cores", "memory_mib", "labels", "taints", "last_heartbeat", "gpu_count"]
+        read_only_fields = ["last_heartbeat"]
+
+    def validate_taints(self, value):
+        if not isinstance(value, list) or not all(isinstance(t, dict) and "key" in t and "effect" in t for t in value):
+            raise serializers.ValidationError('a list of {"key", "value", "effect"} objects')
+        return value
+
+    def validate_labels(self, value):
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("an object of label names to values")
+        return value
+
+
+class ClusterSerializer(serializers.ModelSerializer):
+    node_count = serializers.IntegerField(read_only=True, source="nodes.count")
+
+    class Meta:
+        model = Cluster
+        fields = ["id", "name", "region", "kind", "labels", "created_at", "node_count"]
+
+
+class JobSerializer(serializers.ModelSerializer):
+    """A job as read back; the writable fields are those of a submission."""
+
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    gpus = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+
+    class Meta:
+        model = Job
+        fields = [
+            "id", "owner", "name", "cluster", "model_name", "batch_size", "num_gpus", "steps",
+            "state", "progress", "result", "error", "gpus", "attempts",
+            "created_at", "started_at", "finished_at",
+        ]
+        read_only_fields = [
+            "state", "progress", "result", "error", "gpus", "attempts", "created_at", "started_at", "finished_at",
+        ]
+        extra_kwargs = {"steps": {"min_value": 1, "max_value": 100000}, "batch_size": {"min_value": 1, "max_value": 4096}}
+
+
+class ExperimentSerializer(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.username", read_only=True)
+
+    class Meta:
+        model = Experiment
+        fields = [
+            "id", "owner", "name", "kind", "parameters", "state", "progress", "progress_message",
+            "error", "attempts", "cancel_requested", "created_at", "started_at", "finished_at", "updated_at",
+        ]
+        read_only_fields = [f for f in fields if f not in ("name", "kind", "parameters")]
+
+
+class ExperimentResultSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Experiment
+        fields = ["id", "kind", "state", "result", "error"]
+
+
+class TrainingProbeParameters(serializers.Serializer):
+    """Parameters of the ``training-probe`` experiment kind (real training steps on CPU)."""
+
+    model_name = serializers.CharField(max_length=128)
+    batch_size = serializers.IntegerField(min_value=1, max_value=512)
+    steps = serializers.IntegerField(min_value=1, max_value=10000)
+    image_size = serializers.IntegerField(min_value=32, max_value=512, default=224)
+
+    def validate_model_name(self, value: str) -> str:
+        from .backends.training import torchvision_model_names
+
+        if value not in torchvision_model_names():
+            raise serializers.ValidationError(f"unknown torchvision model {value!r}")
+        return value
