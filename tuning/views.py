@@ -32,4 +32,7 @@ def index(request):
             figure_html(latency_comparison_figure(ov["result"]), "tuning-latency"),
             figure_html(time_split_figure(ov["curve"]), "tuning-split"),
         ])
+        from .views_trimmer import trimmer_panel_context
+
+        ctx.update(trimmer_panel_context(selected, exps))
     return render(request, "tuning/index.html", ctx)

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from webapp.views import figure_html
+
 from .figures_trimmer import energy_latency_pareto_figure, preemption_figure
 
 
 def trimmer_report(experiment: Any) -> Optional[dict]:
     """The Trimmer report of a tuning experiment, or None when it was not tuned by Trimmer."""
-    result = getattr(experiment, "tuning_result", None) if hasattr(experiment, "tuning_result") else None
-    try:
-        details = result.details if result is not None else {}
-    except Exception:  # noqa: BLE001 - RelatedObjectDoesNotExist: no result yet
-        details = {}
+    from .models import TuningResult
+
+    res = TuningResult.objects.filter(experiment=experiment).only("details").first()
+    details = res.details if res is not None else {}
     rep = (details or {}).get("trimmer") or (experiment.result or {}).get("trimmer")
     return rep or None
 
@@ -50,8 +51,8 @@ def trimmer_panel_context(experiment: Any, experiments) -> dict:
         ctx["trimmer"] = {k: rep.get(k) for k in ("joules", "non_contributing_share", "n_rounds", "n_candidates",
                                                   "stop_reason", "stop_round", "energy_source")}
         ctx["trimmer"]["preempted"] = [t for t in rep.get("tasks", []) if t.get("preempted_at_round")]
-        ctx["trimmer_preemption_html"] = preemption_figure(rep).to_html(full_html=False, include_plotlyjs=False)
+        ctx["trimmer_preemption_html"] = figure_html(preemption_figure(rep), "trimmer-preemption")
     runs = [r for r in pareto_runs(experiments) if r["latency_s"] is not None]
     if runs:
-        ctx["trimmer_pareto_html"] = energy_latency_pareto_figure(runs).to_html(full_html=False, include_plotlyjs=False)
+        ctx["trimmer_pareto_html"] = figure_html(energy_latency_pareto_figure(runs), "trimmer-pareto")
     return ctx
