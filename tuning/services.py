@@ -148,9 +148,9 @@ def _run(experiment: Experiment, reporter: ProgressReporter, params: dict[str, A
     from tvm.s_tir.analysis import estimate_tir_flops
 
     from .backends import database as dbmod
-    from .backends.callbacks import RoundAccountingCallback, RoundClock, TimedBuilder
+    from .backends.callbacks import RoundAccountingCallback, RoundClock, TimedBuilder, TimedRunner
     from .backends.energy import make_energy_meter
-    from .backends.frontends import extract_tuning_tasks, prepare_for_tuning
+    from .backends.frontends import extract_tuning_tasks, prepare_for_compile, prepare_for_tuning
     from .backends.registry import TuningSetup, make_runner, make_scheduler
     from .backends.targets import check_same_target, device_of
     from .backends.components import set_num_threads
@@ -251,7 +251,7 @@ def _run(experiment: Experiment, reporter: ProgressReporter, params: dict[str, A
             ms.tune_tasks(
                 tasks=contexts, task_weights=weights, work_dir=str(work_dir), max_trials_global=remaining,
                 max_trials_per_task=per_task_cap, num_trials_per_iter=int(params["trials_per_round"]),
-                builder=TimedBuilder(builder, clock), runner=runner, database=database, cost_model=cost_model,
+                builder=TimedBuilder(builder, clock), runner=TimedRunner(runner, clock), database=database, cost_model=cost_model,
                 measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), callback],
                 task_scheduler=scheduler,
             )
@@ -278,7 +278,7 @@ def _run(experiment: Experiment, reporter: ProgressReporter, params: dict[str, A
 
     # --- result ------------------------------------------------------------------------------------
     reporter.report(88, "compiling tuned and untuned builds")
-    result = _measure_result(experiment, model, prepared, target, num_threads, database, work_dir, params, reporter)
+    result = _measure_result(experiment, model, prepare_for_compile(model.mod), target, num_threads, database, work_dir, params, reporter)
     rounds = TuningRound.objects.filter(experiment=experiment)
     split = {k: sum(getattr(r, k) for r in rounds) for k in
              ("search_seconds", "build_seconds", "measure_seconds", "search_joules", "build_joules", "measure_joules")}
@@ -362,6 +362,7 @@ def _measure_result(experiment, model, prepared, target, num_threads, database, 
 
     tvm_target = tvm.target.Target(target)
     libs = {}
+    # ``prepared`` is the module before legalisation/fusion (see frontends.prepare_for_compile)
     for label, db in (("tuned", database), ("untuned", ms.database.MemoryDatabase())):
         ex = ms.relax_integration.compile_relax(db, prepared, tvm_target, None)
         path = work_dir / f"{label}.so"

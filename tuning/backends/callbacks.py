@@ -2,21 +2,23 @@
 into search, build and measurement, handed to a plain Python observer (the Django mirror in
 :mod:`tuning.services`, Trimmer's bookkeeping, a test).
 
-How the split is measured. MetaSchedule's task scheduler runs each round as: the search
-strategy generates candidates (search, including cost-model prediction), the builder builds
-them (``Builder.build``, blocking), the runner starts them (``Runner.run`` returns futures),
-and after the futures are joined the measure callbacks run. So with
+How the split is measured. The tuner's wall clock is cut at phase boundaries and every slice
+goes to exactly one round and one phase, so the rounds' splits add up to the tuning's wall time
+(and the energy meter's readings at the same boundaries split the energy the same way):
 
-- ``t_prev``: end of the previous round's callbacks (tuning start for the first round),
-- ``t_b0`` / ``t_b1``: start / end of ``Builder.build`` (recorded by :class:`TimedBuilder`),
-- ``t_cb``: this round's callback (:class:`RoundAccountingCallback`),
+- **build**: inside ``Builder.build`` (:class:`TimedBuilder`), for the round being built;
+- **measurement**: inside ``RunnerFuture.result()`` (:class:`TimedRunner` wraps the futures), i.e.
+  the time the tuner *waits* for measurements of that round. Runners measure asynchronously, so
+  measurement that overlaps later builds (MetaSchedule's gradient scheduler builds every task
+  once before it joins any) is hidden behind them and not counted twice;
+- **search**: everything else: candidate generation (search strategy + cost model) before a
+  build goes to the round being built; database commit and cost-model update after the wait go
+  to the round just measured (the slice ending at :class:`RoundAccountingCallback`).
 
-search = ``t_b0 - t_prev``, build = ``t_b1 - t_b0``, measurement = ``t_cb - t_b1``, and each
-energy share is the meter's difference over the same interval. The builder and runner are
-wrapped, not replaced, so any registered pair (``local``, DOPpler's) is accounted the same way.
-Rounds are matched first-in first-out, which is exact for schedulers that join a task's
-measurement before starting the next round (``gradient`` and Trimmer); with ``round-robin``
-the measurement interval of one task overlaps the next task's search.
+Rounds are identified by build order, and a runner's futures belong to the round built last
+(``Runner.run`` follows its ``Builder.build`` directly in MetaSchedule's task scheduler). The
+builder and runner are wrapped, not replaced, so any registered pair (``local``, DOPpler's) is
+accounted the same way.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ from typing import Any, Callable
 from tvm.ir.utils import derived_object
 from tvm.s_tir.meta_schedule.builder import PyBuilder
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
-from tvm.s_tir.meta_schedule.runner import PyRunner
+from tvm.s_tir.meta_schedule.runner import PyRunner, PyRunnerFuture
 
 from .energy import EnergyMeter, EnergyReading
 
@@ -83,38 +85,76 @@ class RoundSummary:
         return min(vals) if vals else None
 
 
+class _Slices:
+    """Accumulated seconds and joules of one round, per phase."""
+
+    def __init__(self) -> None:
+        self.seconds = {"search": 0.0, "build": 0.0, "measure": 0.0}
+        self.joules = {"search": 0.0, "build": 0.0, "measure": 0.0}
+
+
 class RoundClock:
-    """Shared time stamps and meter readings of the builder wrapper and the callback."""
+    """Cuts the tuner's wall clock (and the energy meter) into per-round phase slices."""
 
     def __init__(self, meter: EnergyMeter) -> None:
         self.meter = meter
         self._lock = threading.Lock()
-        self._pending: deque[tuple[EnergyReading, EnergyReading, EnergyReading]] = deque()
-        self.last = meter.read()
+        self._mark = meter.read()
+        self._rounds: dict[int, _Slices] = {}
+        self._built: deque[int] = deque()  # rounds built and not yet accounted, in build order
+        self._next = 0
+        self._in_wait = 0
 
-    def build_started(self) -> EnergyReading:
-        return self.meter.read()
-
-    def build_finished(self, started: EnergyReading) -> None:
-        with self._lock:
-            self._pending.append((self.last, started, self.meter.read()))
-
-    def round_finished(self) -> tuple[EnergyReading, EnergyReading, EnergyReading, EnergyReading]:
-        """``(previous round end, build start, build end, now)``; the next round's search
-        starts now. With no recorded build (a builder not wrapped) build is empty."""
+    def _slice(self, seq: int, phase: str) -> EnergyReading:
         now = self.meter.read()
+        sl = self._rounds.setdefault(seq, _Slices())
+        sl.seconds[phase] += max(0.0, now.seconds - self._mark.seconds)
+        sl.joules[phase] += max(0.0, now.joules - self._mark.joules)
+        self._mark = now
+        return now
+
+    def build_started(self) -> int:
+        """A round's build starts: the time since the last boundary was its search. Returns its id."""
         with self._lock:
-            if self._pending:
-                prev, b0, b1 = self._pending.popleft()
-            else:
-                prev, b0, b1 = self.last, now, now
-            self.last = now
-        return prev, b0, b1, now
+            seq = self._next
+            self._next += 1
+            self._slice(seq, "search")
+            return seq
+
+    def build_finished(self, seq: int) -> None:
+        with self._lock:
+            self._slice(seq, "build")
+            self._built.append(seq)
+
+    def last_built(self) -> int:
+        with self._lock:
+            return self._next - 1
+
+    def wait_started(self, seq: int) -> None:
+        """The tuner blocks on a measurement of round ``seq``: the gap before it is that round's search."""
+        with self._lock:
+            if self._in_wait == 0:
+                self._slice(seq, "search")
+            self._in_wait += 1
+
+    def wait_finished(self, seq: int) -> None:
+        with self._lock:
+            self._in_wait -= 1
+            if self._in_wait == 0:
+                self._slice(seq, "measure")
+
+    def round_finished(self) -> tuple[int, _Slices, EnergyReading]:
+        """The measure callback of the oldest built round: closes its search slice and returns
+        ``(round id, its slices, reading now)``."""
+        with self._lock:
+            seq = self._built.popleft() if self._built else self._next - 1
+            now = self._slice(seq, "search")
+            return seq, self._rounds.pop(seq, _Slices()), now
 
 
 @derived_object
 class TimedBuilder(PyBuilder):
-    """Wraps any MetaSchedule ``Builder`` and stamps the start and end of each ``build``."""
+    """Wraps any MetaSchedule ``Builder`` and marks the start and end of each ``build``."""
 
     def __init__(self, inner: Any, clock: RoundClock) -> None:
         super().__init__()
@@ -122,24 +162,46 @@ class TimedBuilder(PyBuilder):
         self.clock = clock
 
     def build(self, build_inputs):
-        started = self.clock.build_started()
+        seq = self.clock.build_started()
         try:
             return self.inner.build(build_inputs)
         finally:
-            self.clock.build_finished(started)
+            self.clock.build_finished(seq)
 
 
 @derived_object
-class PassThroughRunner(PyRunner):
-    """Wraps any MetaSchedule ``Runner`` unchanged (kept so a run's components are all
-    Python-visible; measurement time is taken between build end and the callback)."""
+class TimedRunnerFuture(PyRunnerFuture):
+    """Wraps a runner future; the time blocked in ``result()`` is the round's measurement."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, clock: RoundClock, seq: int) -> None:
         super().__init__()
         self.inner = inner
+        self.clock = clock
+        self.seq = seq
+
+    def done(self) -> bool:
+        return bool(self.inner.done())
+
+    def result(self):
+        self.clock.wait_started(self.seq)
+        try:
+            return self.inner.result()
+        finally:
+            self.clock.wait_finished(self.seq)
+
+
+@derived_object
+class TimedRunner(PyRunner):
+    """Wraps any MetaSchedule ``Runner``; its futures are :class:`TimedRunnerFuture`."""
+
+    def __init__(self, inner: Any, clock: RoundClock) -> None:
+        super().__init__()
+        self.inner = inner
+        self.clock = clock
 
     def run(self, runner_inputs):
-        return self.inner.run(runner_inputs)
+        seq = self.clock.last_built()
+        return [TimedRunnerFuture(f, self.clock, seq) for f in self.inner.run(runner_inputs)]
 
 
 def _floats(xs: Any) -> list[float]:
@@ -171,7 +233,7 @@ class RoundAccountingCallback(PyMeasureCallback):
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
         import tvm_ffi
 
-        prev, b0, b1, now = self.clock.round_finished()
+        _seq, sl, now = self.clock.round_finished()
         task = task_scheduler.tasks_[task_id]
         cands = []
         for i, (cand, br, rr) in enumerate(zip(measure_candidates, builder_results, runner_results)):
@@ -184,10 +246,8 @@ class RoundAccountingCallback(PyMeasureCallback):
             round_index=self.round_index, task_id=int(task_id), task_name=str(task.ctx.task_name),
             workload_hash=str(tvm_ffi.structural_hash(task.ctx.mod) & 0xFFFFFFFFFFFFFFFF),
             flop=float(task.flop), candidates=cands,
-            search_seconds=max(0.0, b0.seconds - prev.seconds), build_seconds=max(0.0, b1.seconds - b0.seconds),
-            measure_seconds=max(0.0, now.seconds - b1.seconds),
-            search_joules=max(0.0, b0.joules - prev.joules), build_joules=max(0.0, b1.joules - b0.joules),
-            measure_joules=max(0.0, now.joules - b1.joules),
+            search_seconds=sl.seconds["search"], build_seconds=sl.seconds["build"], measure_seconds=sl.seconds["measure"],
+            search_joules=sl.joules["search"], build_joules=sl.joules["build"], measure_joules=sl.joules["measure"],
             wall_seconds=now.seconds, joules_total=now.joules, energy_source=now.source,
             energy_measured=now.measured, task_terminated=bool(task.is_terminated),
         )

@@ -182,18 +182,26 @@ def import_onnx(source: str | Path | bytes, name: str | None = None, shape_dict:
                          details={"opset": [o.version for o in model.opset_import], "nodes": len(model.graph.node)})
 
 
-def prepare_for_tuning(mod: Any) -> Any:
-    """``DecomposeOpsForInference`` -> ``CanonicalizeBindings`` -> ``zero`` pipeline (legalise,
-    fuse, annotate): the form ``extract_tasks`` and ``compile_relax`` expect."""
+def prepare_for_compile(mod: Any) -> Any:
+    """``DecomposeOpsForInference`` -> ``CanonicalizeBindings``: the input of ``compile_relax``,
+    which legalises and fuses itself and then looks the fused functions up in the database.
+    (Compiling the already-fused module instead finds no record: its PrimFuncs carry
+    ``global_symbol`` attributes the extracted workloads do not.)"""
     import tvm
     from tvm import relax
 
-    seq = tvm.transform.Sequential([
+    return tvm.transform.Sequential([
         relax.transform.DecomposeOpsForInference(),
         relax.transform.CanonicalizeBindings(),
-        relax.get_pipeline("zero"),
-    ])
-    return seq(mod)
+    ])(mod)
+
+
+def prepare_for_tuning(mod: Any) -> Any:
+    """:func:`prepare_for_compile` then the ``zero`` pipeline (legalise, annotate, fold
+    constants, fuse): the form ``extract_tasks`` needs to see the operators as TIR workloads."""
+    from tvm import relax
+
+    return relax.get_pipeline("zero")(prepare_for_compile(mod))
 
 
 def extract_tuning_tasks(prepared_mod: Any, target: Any) -> list[Any]:

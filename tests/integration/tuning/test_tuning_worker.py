@@ -3,9 +3,10 @@ resumed from its JSON database.
 
 Workload: the built-in ``mlp`` (two Linear(512, 512)+ReLU layers, batch 16), which TVM extracts
 as ONE tuning task of weight 2 (``fused_matmul_add_relu``) on LLVM with the host CPU named.
-Budget: 16 trials in rounds of 8, so the run is exactly two rounds. The worker is SIGKILLed
+Budget: 8 trials in rounds of 4, so the run is exactly two rounds (small: each round starts
+fresh builder processes, ~15 s of CPU each, far more on a loaded machine). The worker is SIGKILLed
 once the first round is mirrored; a second worker gets the redelivered task (Redis visibility
-timeout shortened to 5 s) and must spend only the 8 trials still missing.
+timeout shortened to 5 s) and must spend only the trials still missing.
 """
 from __future__ import annotations
 
@@ -23,17 +24,19 @@ from webapp.states import State
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def test_tuning_killed_mid_run_resumes_from_database_and_beats_untuned(monkeypatch, start_worker, django_user_model, settings, tmp_path):
+def test_tuning_killed_mid_run_resumes_from_database_and_beats_untuned(monkeypatch, start_worker, django_user_model, settings, tmp_path, client):
     from tuning.models import TuningRecord, TuningResult, TuningRound, TuningTask
 
     settings.VAR_DIR = tmp_path / "var"  # the worker gets the same through TANDEM_VAR_DIR
     monkeypatch.setenv("TANDEM_VAR_DIR", str(settings.VAR_DIR))
     monkeypatch.setenv("CELERY_VISIBILITY_TIMEOUT", "5")
-    monkeypatch.setenv("TANDEM_TUNING_THREADS", "2")
+    # one measurement thread: on this shared 2-core machine other test suites run alongside,
+    # and a 2-thread kernel waits at every barrier for its second thread to be scheduled
+    monkeypatch.setenv("TANDEM_TUNING_THREADS", "1")
     owner = django_user_model.objects.create_user("tuner", password="pw")
     first = start_worker()
     exp = experiment_create(owner=owner, kind="tuning", parameters={
-        "model": "mlp", "target": "llvm", "trials": 16, "trials_per_round": 8, "repeats": 10,
+        "model": "mlp", "target": "llvm", "trials": 8, "trials_per_round": 4, "repeats": 10,
         "runner": "local", "scheduler": "gradient", "options": {"builder_workers": 1},
     })
     wait_for(lambda: TuningRound.objects.filter(experiment=exp).count() >= 1, timeout=600, what="the first tuning round")
@@ -42,10 +45,10 @@ def test_tuning_killed_mid_run_resumes_from_database_and_beats_untuned(monkeypat
     mid = Experiment.objects.get(pk=exp.pk)
     assert mid.state == State.RUNNING and mid.attempts == 1
     first_round_records = TuningRecord.objects.filter(experiment=exp).count()
-    assert first_round_records == 8
+    assert first_round_records == 4
     work_dir = settings.VAR_DIR / "tuning" / f"exp-{exp.pk}"
     db_lines = [json.loads(x) for x in (work_dir / "database_tuning_record.json").read_text().splitlines() if x.strip()]
-    assert len(db_lines) >= 8  # the JSON database holds the finished trials
+    assert len(db_lines) >= 4  # the JSON database holds the finished trials
 
     start_worker()
     wait_for(lambda: Experiment.objects.get(pk=exp.pk).is_terminal, timeout=900, what="the resumed tuning to finish")
@@ -54,20 +57,21 @@ def test_tuning_killed_mid_run_resumes_from_database_and_beats_untuned(monkeypat
     assert done.progress == 100 and done.attempts == 2
     res = done.result
 
-    # resume: the second attempt measured only the missing 8 trials, not 16 again
-    assert res["resumed_from_trials"] == len(db_lines)
-    assert res["trials_this_attempt"] == 16 - len(db_lines)
-    assert res["trials_in_database"] == 16
-    assert TuningRecord.objects.filter(experiment=exp).count() == 16
+    # resume: the second attempt measured only the missing trials, not all 8 again
+    assert res["resumed_from_trials"] == len(db_lines) < 8
+    assert res["trials_this_attempt"] == 8 - len(db_lines)
+    assert res["trials_in_database"] == 8
+    assert TuningRecord.objects.filter(experiment=exp).count() == 4 + res["trials_this_attempt"]
     rounds = list(TuningRound.objects.filter(experiment=exp).order_by("round_index"))
-    assert [(r.round_index, r.attempt, r.num_candidates) for r in rounds] == [(0, 1, 8), (1, 2, 8)]
+    assert [(r.round_index, r.attempt) for r in rounds] == [(0, 1), (1, 2)]
+    assert [r.num_candidates for r in rounds] == [4, res["trials_this_attempt"]]
 
     # records mirrored with target, threads, timings and energy with its label
     task = TuningTask.objects.get(experiment=exp)
-    assert (task.name, task.weight, task.trials_done) == ("fused_matmul_add_relu", 2.0, 16)
+    assert (task.name, task.weight, task.trials_done) == ("fused_matmul_add_relu", 2.0, 8)
     rec = TuningRecord.objects.filter(experiment=exp, error="").first()
     assert rec is not None and rec.mean_seconds > 0 and len(rec.run_seconds) >= 1
-    assert rec.target["kind"] == "llvm" and rec.target["mcpu"] == res["host_cpu"] and rec.num_threads == 2
+    assert rec.target["kind"] == "llvm" and rec.target["mcpu"] == res["host_cpu"] and rec.num_threads == 1
     assert rec.energy_source in ("rapl", "estimate") and rec.energy_joules >= 0
     for r in rounds:
         assert r.build_seconds > 0 and r.measure_seconds > 0 and r.energy_source == res["energy_source"]
@@ -78,4 +82,11 @@ def test_tuning_killed_mid_run_resumes_from_database_and_beats_untuned(monkeypat
     # end-to-end: tuned build faster than the untuned build, both measured by the worker in this test
     result = TuningResult.objects.get(experiment=exp)
     assert result.tuned_latency["median_s"] < result.untuned_latency["median_s"]
-    assert result.eager_latency["median_s"] > 0 and result.num_threads == 2
+    assert result.eager_latency["median_s"] > 0 and result.num_threads == 1
+
+    # the dashboard draws the curves and the comparison from the stored rows
+    client.force_login(owner)
+    page = client.get(f"/tuning/?experiment={exp.pk}")
+    assert page.status_code == 200
+    for div in (b"tuning-curve-time", b"tuning-curve-energy", b"tuning-latency", b"tuning-split"):
+        assert div in page.content

@@ -22,19 +22,42 @@ class ScriptedMeter(EnergyMeter):
         return EnergyReading(j, s, self.source, self.measured)
 
 
-def test_round_split_from_timestamps():
-    # start 0 s/0 J; build 3..10 s (12..40 J); callback at 14 s (52 J)
-    # -> search 3 s/12 J, build 7 s/28 J, measure 4 s/12 J
-    clock = RoundClock(ScriptedMeter([(0, 0), (3, 12), (10, 40), (14, 52), (20, 70), (21, 71), (25, 80)]))
-    started = clock.build_started()
-    clock.build_finished(started)
-    prev, b0, b1, now = clock.round_finished()
-    assert (b0.seconds - prev.seconds, b1.seconds - b0.seconds, now.seconds - b1.seconds) == (3, 7, 4)
-    assert (b0.joules - prev.joules, b1.joules - b0.joules, now.joules - b1.joules) == (12, 28, 12)
-    # the next round's search starts at the previous callback (14 s)
-    clock.build_finished(clock.build_started())
-    prev, b0, b1, now = clock.round_finished()
-    assert (b0.seconds - prev.seconds, b1.seconds - b0.seconds, now.seconds - b1.seconds) == (6, 1, 4)
+def _meter(times):
+    # joules = 10 x seconds, so every energy split is ten times the time split
+    return ScriptedMeter([(t, 10 * t) for t in times])
+
+
+def test_round_split_sequential():
+    # boundaries: start 0, build 3..10, wait 11..14, callback 15
+    clock = RoundClock(_meter([0, 3, 10, 11, 14, 15]))
+    seq = clock.build_started()
+    clock.build_finished(seq)
+    clock.wait_started(clock.last_built())
+    clock.wait_finished(seq)
+    rid, sl, now = clock.round_finished()
+    assert rid == 0 and now.seconds == 15
+    # search = 3 (generation) + 1 (before the wait) + 1 (after it) = 5 s; build 7 s; measure 3 s
+    assert sl.seconds == {"search": 5, "build": 7, "measure": 3}
+    assert sl.joules == {"search": 50, "build": 70, "measure": 30}
+
+
+def test_round_split_when_builds_run_ahead_of_joins():
+    # gradient warm-up: build r0 1..3, build r1 4..6, wait r0 6.5..8, callback r0 8.5,
+    # wait r1 9..9.5, callback r1 10
+    clock = RoundClock(_meter([0, 1, 3, 4, 6, 6.5, 8, 8.5, 9, 9.5, 10]))
+    for _ in range(2):
+        clock.build_finished(clock.build_started())
+    clock.wait_started(0)
+    clock.wait_finished(0)
+    r0 = clock.round_finished()
+    clock.wait_started(1)
+    clock.wait_finished(1)
+    r1 = clock.round_finished()
+    assert (r0[0], r1[0]) == (0, 1)
+    assert r0[1].seconds == {"search": 2.0, "build": 2.0, "measure": 1.5}
+    assert r1[1].seconds == {"search": 2.0, "build": 2.0, "measure": 0.5}
+    # the slices partition the wall clock: 5.5 + 4.5 = 10 s
+    assert sum(r0[1].seconds.values()) + sum(r1[1].seconds.values()) == r1[2].seconds == 10
 
 
 def _pt(rnd, wall, joules, lat, measured):

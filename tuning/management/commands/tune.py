@@ -11,6 +11,7 @@ and prints a summary (``--json``: one JSON object on stdout).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 
@@ -48,7 +49,7 @@ class Command(BaseCommand):
         src.add_argument("--resume", type=int, metavar="EXPERIMENT_ID", help="continue a tuning experiment from its database")
         parser.add_argument("--input-shape", help="comma-separated, e.g. 1,3,224,224")
         parser.add_argument("--target", default="llvm", choices=["llvm", "cuda"])
-        parser.add_argument("--trials", type=int, default=64, help="total trial budget (candidates measured)")
+        parser.add_argument("--trials", type=int, help="total trial budget (candidates measured), default 64; with --resume: a new budget (e.g. the trials already done, to stop and just compile)")
         parser.add_argument("--trials-per-round", type=int, default=16)
         parser.add_argument("--max-trials-per-task", type=int)
         parser.add_argument("--max-tasks", type=int, help="tune only the N tasks with the most weighted FLOP")
@@ -61,6 +62,8 @@ class Command(BaseCommand):
         parser.add_argument("--seed-database", help="name of an imported database to start from")
         parser.add_argument("--force", action="store_true", help="use a database measured under another target")
         parser.add_argument("--no-eager", action="store_true", help="skip the PyTorch eager measurement")
+        parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                            help="runner/scheduler option, e.g. builder_workers=1 (JSON values allowed)")
         parser.add_argument("--owner", default="cli", help="user owning the experiment (created if missing)")
         parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
@@ -75,15 +78,29 @@ class Command(BaseCommand):
                 raise CommandError(f"no tuning experiment {opts['resume']}") from None
             if exp.is_terminal:
                 raise CommandError(f"experiment {exp.pk} already {exp.state}")
+            if opts["trials"] is not None:
+                exp.parameters = {**exp.parameters, "trials": int(opts["trials"])}
+                exp.save(update_fields=["parameters"])
         else:
             raw = {k: v for k, v in {
-                "model": opts["model"], "onnx": opts["onnx"], "target": opts["target"], "trials": opts["trials"],
+                "model": opts["model"], "onnx": opts["onnx"], "target": opts["target"], "trials": opts["trials"] or 64,
                 "trials_per_round": opts["trials_per_round"], "max_trials_per_task": opts["max_trials_per_task"],
                 "max_tasks": opts["max_tasks"], "runner": opts["runner"], "scheduler": opts["scheduler"],
                 "cost_model": opts["cost_model"], "num_threads": opts["threads"], "repeats": opts["repeats"],
                 "seed": opts["seed"], "seed_database": opts["seed_database"], "force_target": opts["force"],
                 "measure_eager": not opts["no_eager"],
             }.items() if v is not None}
+            if opts["option"]:
+                options = {}
+                for item in opts["option"]:
+                    key, sep, value = item.partition("=")
+                    if not sep:
+                        raise CommandError(f"--option wants KEY=VALUE, not {item!r}")
+                    try:
+                        options[key] = json.loads(value)
+                    except json.JSONDecodeError:
+                        options[key] = value
+                raw["options"] = options
             if opts["input_shape"]:
                 raw["input_shape"] = [int(x) for x in opts["input_shape"].split(",")]
             ser = TuningParameters(data=raw)
@@ -100,7 +117,9 @@ class Command(BaseCommand):
             exp.save()
         bar = tqdm(total=100, desc=f"tuning experiment {exp.pk}", unit="%", file=sys.stderr, disable=None)
         try:
-            result = tuning_experiment_run(exp, TqdmReporter(exp, bar))
+            # MetaSchedule logs to stdout; keep stdout for the summary (--json: one JSON object)
+            with contextlib.redirect_stdout(sys.stderr):
+                result = tuning_experiment_run(exp, TqdmReporter(exp, bar))
         except (Exception, KeyboardInterrupt, ExperimentCancelled) as err:
             bar.close()
             exp.refresh_from_db()

@@ -1,0 +1,95 @@
+"""Tuning through the REST API and dashboard (PostgreSQL; no worker needed: nothing is run)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from webapp.experiments import get_experiment_kind
+from webapp.models import Experiment
+
+pytestmark = pytest.mark.integration
+
+ONNX = Path(__file__).resolve().parents[3] / "data" / "onnx-light-models"
+
+
+@pytest.fixture
+def user(django_user_model):
+    return django_user_model.objects.create_user("tuner", password="pw")
+
+
+@pytest.fixture
+def api(user):
+    c = APIClient()
+    c.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    return c
+
+
+@pytest.mark.parametrize(
+    "params,field,message",
+    [
+        ({"model": "mlp", "runner": "nope"}, "runner", "available: "),
+        ({"model": "mlp", "scheduler": "nope"}, "scheduler", "unknown scheduler"),
+        ({"model": "no-such-net"}, "model", "unknown model"),
+        ({"model": "mlp", "onnx": "onnx-light-models/light_vgg19.onnx"}, "non_field_errors", "exactly one"),
+        ({"onnx": "onnx-light-models/missing.onnx"}, "onnx", "no ONNX model"),
+        ({"model": "mlp", "trials": 0}, "trials", ""),
+        ({"model": "mlp", "seed_database": "never-imported"}, "seed_database", "no imported database"),
+    ],
+)
+def test_bad_tuning_parameters_are_refused_and_nothing_stored(api, params, field, message):
+    resp = api.post("/api/v1/experiments/", {"kind": "tuning", "parameters": params}, format="json")
+    assert resp.status_code == 400, resp.content
+    assert message in resp.content.decode()
+    assert Experiment.objects.count() == 0
+
+
+def test_queue_follows_target():
+    spec = get_experiment_kind("tuning")
+    assert spec.queue_for({"target": "llvm"}) == "cpu"
+    assert spec.queue_for({"target": "cuda"}) == "gpu"
+
+
+def test_onnx_upload_then_tuning_experiment(api, settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    data = (ONNX / "light_squeezenet.onnx").read_bytes()
+    resp = api.post("/api/v1/tuning/onnx/", {"file": SimpleUploadedFile("m.onnx", data)}, format="multipart")
+    assert resp.status_code == 201, resp.content
+    upload = resp.json()
+    assert [1, 3, 224, 224] in upload["inputs"]
+    bad = api.post("/api/v1/tuning/onnx/", {"file": SimpleUploadedFile("x.onnx", b"\x01garbage")}, format="multipart")
+    assert bad.status_code == 400 and "not a valid ONNX model" in bad.json()["file"]
+    assert len(list((tmp_path / "tuning" / "uploads").glob("*.onnx"))) == 1
+
+
+def test_other_users_tuning_is_hidden(api, django_user_model, client):
+    other = django_user_model.objects.create_user("other", password="pw")
+    exp = Experiment.objects.create(owner=other, kind="tuning", parameters={"model": "mlp"})
+    assert api.get(f"/api/v1/tuning/experiments/{exp.pk}/").status_code == 404
+    client.login(username="other", password="pw")
+    page = client.get("/tuning/")
+    assert page.status_code == 200 and b"Tuning" in page.content
+    body = APIClient()
+    body.force_authenticate(other)
+    ov = body.get(f"/api/v1/tuning/experiments/{exp.pk}/").json()
+    assert ov["tasks"] == [] and ov["curve"] == [] and ov["result"] is None
+
+
+def test_database_from_another_target_is_refused(user, settings, tmp_path):
+    """The web-llm database (measured on metal) seeded into an LLVM tuning: the run fails
+    before any tuning with the target named, and its work directory gets no records."""
+    from tuning.services import tuning_database_import
+    from webapp.services import experiment_run
+    from webapp.states import State
+
+    settings.VAR_DIR = tmp_path
+    summary = tuning_database_import(src=Path(settings.DATA_DIR) / "tvm-metaschedule-db" / "web-llm", name="web-llm")
+    assert summary["records"] == 19
+    exp = Experiment.objects.create(owner=user, kind="tuning", parameters={"model": "matmul", "trials": 4, "seed_database": "web-llm"})
+    done = experiment_run(experiment_id=exp.pk)
+    assert done.state == State.FAILED
+    assert "TargetMismatch" in done.error and "'metal' vs requested 'llvm'" in done.error
+    assert not (tmp_path / "tuning" / f"exp-{exp.pk}" / "database_tuning_record.json").exists()
