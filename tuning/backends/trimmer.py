@@ -42,7 +42,6 @@ seen, so it does not propose them again).
 from __future__ import annotations
 
 import json
-import math
 import time
 from pathlib import Path
 from typing import Any, Optional
