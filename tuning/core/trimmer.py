@@ -40,7 +40,9 @@ class TrimmerConfig:
 
     patience: consecutive non-improving rounds of one task before it is preempted (>= 1).
     window: rounds (all tasks counted) over which the model-level improvement is measured;
-        ``None`` means the number of tasks, so every task can get about one round per window.
+        ``None`` means ``patience * n_tasks``, so every task can get about ``patience`` rounds per
+        window and the model-level stop is never stricter than task preemption (with one task
+        and a window of one round, a single non-improving round would end the run).
     min_rel_improvement: fraction (0.01 = 1 %) the weighted latency sum must drop over
         ``window`` rounds for tuning to continue; 0 disables the model-level stop.
     energy_budget_j: stop once this many joules were attributed (None: no budget).
@@ -252,7 +254,7 @@ class TrimmerState:
         "model-plateau") or None. The first reason found is remembered in ``stop_reason``.
 
         Model plateau at round r (1-based, all tasks counted): with W = window (default
-        n_tasks), T_r and T_{r-W} both defined and (T_{r-W} - T_r) / T_{r-W} < min_rel_improvement.
+        patience * n_tasks), T_r and T_{r-W} both defined and (T_{r-W} - T_r) / T_{r-W} < min_rel_improvement.
         """
         if self.stop_reason is not None:
             return self.stop_reason
@@ -265,7 +267,7 @@ class TrimmerState:
         elif cfg.time_budget_s is not None and seconds >= cfg.time_budget_s:
             reason = "time-budget"
         elif cfg.min_rel_improvement > 0:
-            w = cfg.window or self.n_tasks
+            w = cfg.window or cfg.patience * self.n_tasks
             r = len(self.totals)
             if r > w:
                 now, then = self.totals[r - 1], self.totals[r - 1 - w]

@@ -218,3 +218,17 @@ def test_select_candidates(scores, want, floor, expected_best, n_random):
 def test_select_candidates_rejects_oversized_batch():
     with pytest.raises(ValueError):
         select_candidates([0.1, 0.2], 3, 0.1, np.random.default_rng(0))
+
+
+def test_default_window_is_patience_times_tasks():
+    # one task, patience 2, default window = 2 rounds, min_rel 1 %:
+    # r1 T=10; r2 T=9 (vs nothing 2 rounds back); r3 T=9 vs T1=10: 10 % -> go on;
+    # r4 T=9 vs T2=9: 0 % -> stop at r4 (with a 1-round window it would have stopped at r3)
+    st = _state(1, patience=2, min_rel_improvement=0.01)
+    stopped = None
+    for lat in [10.0, 9.0, 9.0, 9.0, 1.0]:
+        st.record_round(0, [lat])
+        if st.check_stop():
+            stopped = len(st.rounds)
+            break
+    assert stopped == 4 and st.stop_reason == "model-plateau"
