@@ -235,6 +235,7 @@ def _run(experiment: Experiment, reporter: ProgressReporter, params: dict[str, A
 
     tuning_seconds = 0.0
     tuning_joules = 0.0
+    scheduler_rep = None
     if remaining > 0 and to_tune:
         builder, runner = make_runner(params["runner"], setup)
         scheduler = make_scheduler(params["scheduler"], setup)
@@ -264,8 +265,16 @@ def _run(experiment: Experiment, reporter: ProgressReporter, params: dict[str, A
                 runner.close()
         end = meter.read()
         tuning_seconds, tuning_joules = end.seconds, end.joules
+        from .services_trimmer import scheduler_report, store_trimmer_report
+
+        scheduler_rep = scheduler_report(scheduler)  # Trimmer: preemptions and energy attribution
+        if scheduler_rep is not None:
+            store_trimmer_report(experiment, scheduler_rep, [task_rows[i] for i in to_tune],
+                                 (prior + 1) if prior is not None else 0)
         for pos, i in enumerate(to_tune):
             rec = scheduler.tasks_[pos] if len(scheduler.tasks_) > pos else None
+            if scheduler_rep is not None:
+                rec = scheduler_rep["tasks"][pos]
             state = TuningTask.State.PREEMPTED if (rec is not None and _preempted(rec, task_rows[i])) else TuningTask.State.FINISHED
             TuningTask.objects.filter(pk=task_rows[i].pk).update(state=state, preempted=state == TuningTask.State.PREEMPTED)
     else:
@@ -292,11 +301,14 @@ def _run(experiment: Experiment, reporter: ProgressReporter, params: dict[str, A
         "energy_source": meter.source, "energy_measured": meter.measured, "energy_sources": meter.sources,
         **split, **result, "work_dir": str(work_dir),
     }
+    if scheduler_rep is not None:
+        summary["trimmer"] = {k: v for k, v in scheduler_rep.items() if k != "rounds"}
     TuningResult.objects.update_or_create(experiment=experiment, defaults={
         "model_name": model.name, "target": target, "num_threads": num_threads,
         "tuned_latency": result["tuned"], "untuned_latency": result["untuned"], "eager_latency": result.get("eager") or {},
         "total_trials": total_trials, "wall_seconds": summary["tuning_wall_seconds"], "joules": summary["tuning_joules"],
-        "energy_source": meter.source, "details": {k: summary[k] for k in ("tasks", "rounds", "runner", "scheduler", "host_cpu", *split)},
+        "energy_source": meter.source, "details": {k: summary[k] for k in ("tasks", "rounds", "runner", "scheduler", "host_cpu", *split)}
+        | ({"trimmer": scheduler_rep} if scheduler_rep is not None else {}),
     })
     return summary
 

@@ -39,4 +39,7 @@ def index(request):
         if decisions:
             ctx.update(doppler_figure=figure_html(dop_trajectory_figure(decisions), "tuning-doppler-dop"),
                        doppler_decisions=[{**d, "rel_error_pct": 100 * d["rel_error"]} for d in decisions])
+        from .views_trimmer import trimmer_panel_context
+
+        ctx.update(trimmer_panel_context(selected, exps))
     return render(request, "tuning/index.html", ctx)

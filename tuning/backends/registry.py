@@ -95,7 +95,8 @@ def scheduler_names() -> list[str]:
 
 #: Modules whose import registers components (each calls register_runner / register_scheduler
 #: at module level). Add yours here.
-COMPONENT_MODULES: list[str] = ["tuning.backends.components", "tuning.backends.doppler"]
+
+COMPONENT_MODULES: list[str] = ["tuning.backends.components", "tuning.backends.doppler", "tuning.backends.trimmer"]
 
 
 def _load_builtin_components() -> None:

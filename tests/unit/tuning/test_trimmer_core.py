@@ -1,0 +1,234 @@
+"""Trimmer's rules on latency histories whose stop rounds were worked out by hand (comments)."""
+import math
+
+import numpy as np
+import pytest
+
+from tuning.core.trimmer import TrimmerConfig, TrimmerState, select_candidates
+
+
+def _state(n=1, weights=None, **cfg):
+    return TrimmerState(n, weights or [1.0] * n, TrimmerConfig(**cfg), np.random.default_rng(0))
+
+
+# One task; each entry is one round's candidate latencies (seconds); the best after each round
+# and the count of consecutive non-improving rounds ("stale") are written beside it.
+HISTORY_A = [
+    [5.0],   # r1 best inf -> 5.0 improved, stale 0
+    [4.0],   # r2 4.0 < 5.0 improved, stale 0
+    [4.0],   # r3 4.0 is not < 4.0, stale 1
+    [4.5],   # r4 stale 2
+    [3.9],   # r5 improved, stale 0
+    [3.9],   # r6 stale 1
+    [4.0],   # r7 stale 2
+    [3.95],  # r8 stale 3
+]
+HISTORY_FAIL = [
+    [None, math.inf],  # r1 all failed: best stays inf, stale 1
+    [2.0],             # r2 improved, stale 0
+    [float("nan")],    # r3 failed, stale 1
+    [3.0, 0.0],        # r4 3.0 > 2.0 and 0.0 is a failure, stale 2
+    [1.0],             # r5 (after preemption it would improve, but the task already stopped)
+]
+
+
+@pytest.mark.parametrize(
+    "history, patience, expected_round",
+    [
+        (HISTORY_A, 3, 8),     # stale reaches 3 only at r8 (the r3-r4 streak is broken at r5)
+        (HISTORY_A, 2, 4),     # stale 2 first at r4
+        (HISTORY_A, 1, 3),     # stale 1 first at r3
+        (HISTORY_A, 4, None),  # stale never reaches 4 in 8 rounds
+        (HISTORY_FAIL, 2, 4),  # r1 stale 1, r2 reset, r3 stale 1, r4 stale 2
+        (HISTORY_FAIL, 1, 1),  # a round with only failures is a non-improving round
+    ],
+)
+def test_task_preempted_after_patience_stale_rounds(history, patience, expected_round):
+    st = _state(patience=patience, min_rel_improvement=0.0)
+    got = None
+    for lat in history:
+        rec = st.record_round(0, lat)
+        if rec.preempted:
+            assert got is None, "a task is preempted once"
+            got = rec.index
+    assert got == expected_round
+    assert st.preempted_at[0] == expected_round
+    if expected_round is not None:
+        assert st.choose_task([0]) == -1
+
+
+# Two tasks, weights 1 and 2, window 2 rounds, stop when the weighted sum improved < 10 %.
+# T_r = 1 * best0 + 2 * best1 after round r.
+MODEL_HISTORY = [
+    (0, 10.0),  # r1 T undefined (task 1 has no latency yet)
+    (1, 5.0),   # r2 T = 10 + 10 = 20
+    (0, 8.0),   # r3 T = 18; T1 undefined -> no decision
+    (1, 4.0),   # r4 T = 16; vs T2 = 20: 20 % better -> go on
+    (0, 7.9),   # r5 T = 15.9; vs T3 = 18: 11.7 % -> go on
+    (1, 3.9),   # r6 T = 15.7; vs T4 = 16: 1.9 % < 10 % -> stop
+    (0, 1.0),   # r7 never reached
+]
+
+
+@pytest.mark.parametrize(
+    "window, min_rel, expected_stop",
+    [
+        (2, 0.10, 6),
+        (2, 0.12, 5),     # r5: 11.7 % < 12 % -> stop one round earlier
+        (2, 0.0, None),   # rule disabled
+        (4, 0.10, None),  # r5 vs T1 undefined; r6: T6 = 15.7 vs T2 = 20: 21.5 % -> go on; r7: T7 = 1 + 7.8 = 8.8 vs T3 = 18 -> go on
+        (1, 0.05, 5),     # r3 vs T2: 10 %; r4 vs T3: 11.1 %; r5: 15.9 vs 16: 0.6 % -> stop
+    ],
+)
+def test_model_level_stop_on_windowed_weighted_sum(window, min_rel, expected_stop):
+    st = _state(2, [1.0, 2.0], window=window, min_rel_improvement=min_rel, patience=99)
+    stopped = None
+    for task, lat in MODEL_HISTORY:
+        st.record_round(task, [lat])
+        if st.check_stop():
+            stopped = len(st.rounds)
+            break
+    assert stopped == expected_stop
+    if expected_stop is not None:
+        assert st.stop_reason == "model-plateau" and st.stop_round == expected_stop
+
+
+def test_weighted_total_by_hand():
+    st = _state(2, [1.0, 2.0], patience=99)
+    for task, lat in MODEL_HISTORY[:6]:
+        st.record_round(task, [lat])
+    assert st.totals == [None, 20.0, 18.0, 16.0, pytest.approx(15.9), pytest.approx(15.7)]
+
+
+@pytest.mark.parametrize(
+    "budget, per_round, expected_round, reason",
+    [
+        ({"energy_budget_j": 25.0}, (10.0, 1.0), 3, "energy-budget"),   # 10, 20, 30 >= 25 at r3
+        ({"energy_budget_j": 20.0}, (10.0, 1.0), 2, "energy-budget"),   # 20 >= 20 at r2
+        ({"time_budget_s": 2.5}, (10.0, 1.0), 3, "time-budget"),        # 1, 2, 3 >= 2.5 at r3
+    ],
+)
+def test_budgets(budget, per_round, expected_round, reason):
+    st = _state(1, patience=99, min_rel_improvement=0.0, **budget)
+    for i in range(10):
+        st.record_round(0, [10.0 - i], joules=per_round[0], seconds=per_round[1])
+        if st.check_stop():
+            break
+    assert (st.stop_round, st.stop_reason) == (expected_round, reason)
+
+
+def test_energy_attribution_and_non_contributing_share():
+    st = _state(1, patience=99, min_rel_improvement=0.0)
+    # r1: 8 J over 4 candidates = 2 J each; 3.0 (< inf) and 2.0 (< 3.0) contribute, 2.5 and the
+    # failure do not -> 4 J non-contributing
+    st.record_round(0, [3.0, 2.0, 2.5, None], joules=8.0, seconds=4.0)
+    # r2: 6 J over 2 = 3 J each; 2.1 >= 2.0 does not contribute, 1.5 does -> 3 J
+    st.record_round(0, [2.1, 1.5], joules=6.0, seconds=2.0)
+    rep = st.report()
+    assert rep["joules"] == 14.0 and rep["seconds"] == 6.0
+    assert rep["non_contributing_joules"] == 7.0
+    assert rep["non_contributing_share"] == 0.5
+    assert rep["n_candidates"] == 6 and rep["n_contributing"] == 3
+    assert [r["joules_per_candidate"] for r in rep["rounds"]] == [2.0, 3.0]
+    assert rep["tasks"][0]["best_s"] == 1.5
+
+
+@pytest.mark.parametrize(
+    "histories, weights, alive, expected",
+    [
+        # t0 [10, 9, 8, 8]: g1 = (10 - 8) / 3 = 0.667, g2 = 8 / 4 = 2, score 0.2*0.667 + 0.8*2 = 1.733
+        # t1 [4, 4]: g1 = 0 (n <= 3), g2 = 4 / 2 = 2, score 1.6 -> t0
+        ([[10, 9, 8, 8], [4, 4]], [1, 1], [0, 1], 0),
+        # same, t1 weighted 2 -> 3.2 > 1.733 -> t1
+        ([[10, 9, 8, 8], [4, 4]], [1, 2], [0, 1], 1),
+        # t1 never ran -> round-robin warm-up picks it first
+        ([[10, 9, 8, 8], []], [1, 1], [0, 1], 1),
+        # only t1 alive
+        ([[10, 9, 8, 8], [4, 4]], [1, 1], [1], 1),
+        # t0 only failed (inf): -1e9 -> t1
+        ([[None], [4, 4]], [5, 1], [0, 1], 1),
+        ([[1.0]], [1], [], -1),
+    ],
+)
+def test_choose_task_gradient_rule(histories, weights, alive, expected):
+    st = _state(len(histories), weights, patience=99)
+    for t, h in enumerate(histories):
+        for lat in h:
+            st.record_round(t, [lat])
+    assert st.choose_task(alive) == expected
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"patience": 0},
+        {"window": 0},
+        {"min_rel_improvement": -0.1},
+        {"min_rel_improvement": 1.0},
+        {"energy_budget_j": 0},
+        {"time_budget_s": -1},
+        {"exploration_floor": 1.5},
+        {"oversample": 0},
+    ],
+)
+def test_config_rejects_bad_values(kwargs):
+    with pytest.raises(ValueError):
+        TrimmerConfig(**kwargs)
+
+
+def test_from_options_rejects_unknown_names():
+    with pytest.raises(ValueError, match="unknown Trimmer option"):
+        TrimmerConfig.from_options({"patients": 3})
+    assert TrimmerConfig.from_options({"patience": 5}).patience == 5
+
+
+def test_bad_round_changes_nothing():
+    st = _state(1)
+    with pytest.raises(ValueError):
+        st.record_round(1, [1.0])
+    with pytest.raises(ValueError):
+        st.record_round(0, [1.0], joules=-1.0)
+    assert st.rounds == [] and st.best == [math.inf]
+
+
+@pytest.mark.parametrize(
+    "scores, want, floor, expected_best, n_random",
+    [
+        # pool of 8, keep 4, floor 0.25 -> ceil(1) random slot; best 3 by score: idx 5 (0.9), 2 (0.8), 7 (0.7)
+        ([0.1, 0.2, 0.8, 0.3, 0.05, 0.9, 0.4, 0.7], 4, 0.25, [2, 5, 7], 1),
+        # floor 0 -> pure ranking: top 4 = 5, 2, 7, 6
+        ([0.1, 0.2, 0.8, 0.3, 0.05, 0.9, 0.4, 0.7], 4, 0.0, [2, 5, 6, 7], 0),
+        # floor 0.1 of 4 -> ceil(0.4) = 1 random slot
+        ([0.1, 0.2, 0.8, 0.3, 0.05, 0.9, 0.4, 0.7], 4, 0.1, [2, 5, 7], 1),
+        # ties keep the lower index: scores all equal, floor 0 -> 0, 1
+        ([1.0, 1.0, 1.0], 2, 0.0, [0, 1], 0),
+        # floor 1 -> everything random
+        ([0.1, 0.9, 0.5, 0.3], 2, 1.0, [], 2),
+    ],
+)
+def test_select_candidates(scores, want, floor, expected_best, n_random):
+    keep = select_candidates(scores, want, floor, np.random.default_rng(1))
+    assert len(keep) == want == len(set(keep))
+    assert set(expected_best) <= set(keep)
+    others = set(keep) - set(expected_best)
+    assert len(others) == n_random
+    assert keep == sorted(keep)
+
+
+def test_select_candidates_rejects_oversized_batch():
+    with pytest.raises(ValueError):
+        select_candidates([0.1, 0.2], 3, 0.1, np.random.default_rng(0))
+
+
+def test_default_window_is_patience_times_tasks():
+    # one task, patience 2, default window = 2 rounds, min_rel 1 %:
+    # r1 T=10; r2 T=9 (vs nothing 2 rounds back); r3 T=9 vs T1=10: 10 % -> go on;
+    # r4 T=9 vs T2=9: 0 % -> stop at r4 (with a 1-round window it would have stopped at r3)
+    st = _state(1, patience=2, min_rel_improvement=0.01)
+    stopped = None
+    for lat in [10.0, 9.0, 9.0, 9.0, 1.0]:
+        st.record_round(0, [lat])
+        if st.check_stop():
+            stopped = len(st.rounds)
+            break
+    assert stopped == 4 and st.stop_reason == "model-plateau"

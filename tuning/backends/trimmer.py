@@ -1,0 +1,338 @@
+"""Trimmer on TVM MetaSchedule (``tvm.s_tir.meta_schedule``, apache-tvm 0.27): a task scheduler,
+a candidate filter and per-round energy attribution. Registered as scheduler ``"trimmer"``.
+
+Paper: Borowiec et al., "Trimmer: Cost-Efficient Deep Learning Auto-tuning for Cloud
+Datacenters", IEEE CLOUD 2022. The rules themselves are in :mod:`tuning.core.trimmer`.
+
+How it plugs into MetaSchedule
+------------------------------
+:class:`TrimmerScheduler` is a ``PyTaskScheduler`` whose ``tune`` does three things, then
+hands over to :class:`_TrimmerLoop` (a second ``PyTaskScheduler`` that runs MetaSchedule's own
+C++ tuning loop; calling the C++ loop from an overridden ``tune`` of the same object recurses
+into it):
+
+1. wraps every task's search strategy in :class:`TrimmerSearch`, the candidate filter;
+2. appends an :class:`EnergyLedgerCallback` to the measure callbacks, which reads the energy
+   meter when a round's results are joined and attributes the energy since the previous round
+   to it (and equally to its candidates);
+3. runs the loop, whose ``next_task_id`` first joins the running round, then preempts tasks
+   that reached ``patience`` non-improving rounds (``terminate_task``), stops the whole tuning on
+   the model-level plateau or a budget (returns -1), and otherwise picks the next task with
+   MetaSchedule's gradient rule. Preemption is done here, after the join, and never from a
+   measure callback: terminating a task inside ``JoinRunningTask`` trips MetaSchedule's check
+   that a task chosen by the loop is not terminated.
+
+Because the loop always joins the previous round before starting the next, rounds do not
+overlap, and the energy between two joins belongs to exactly one round (its search, build and
+measurement). MetaSchedule's gradient scheduler overlaps a round's measurement with the next
+task's search and build, so under it the same ledger attributes by join interval only.
+
+The candidate filter
+--------------------
+:class:`TrimmerSearch` wraps a search strategy (normally ``EvolutionarySearch``) and asks it for
+``oversample`` times the batch. Once the run has measured ``filter_warmup`` candidates (XGBoost's
+``num_warmup_samples``, 100: before that its predictions are random numbers and the batch is
+passed through unchanged), it ranks the pool by predicted score and keeps the best
+``batch - floor`` candidates plus ``floor = ceil(exploration_floor * batch)`` drawn at random
+from the rest, so poorly-ranked candidates (including the strategy's epsilon-greedy random
+picks) are replaced by better-ranked ones from the same population while some exploration
+remains. The pool's other candidates are never measured (the inner strategy counts them as
+seen, so it does not propose them again).
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from tuning.core.trimmer import TrimmerConfig, TrimmerState, select_candidates
+
+from .registry import TuningSetup, register_scheduler
+
+
+def runner_latencies(runner_results: list, builder_results: Optional[list] = None) -> list[Optional[float]]:
+    """Mean run time (seconds) per candidate from MetaSchedule ``RunnerResult`` objects; ``None``
+    for a candidate whose build or run failed."""
+    out: list[Optional[float]] = []
+    for i, res in enumerate(runner_results):
+        berr = builder_results[i].error_msg if builder_results is not None and i < len(builder_results) else None
+        secs = [float(x) for x in (res.run_secs or [])]
+        if berr or res.error_msg or not secs:
+            out.append(None)
+        else:
+            out.append(float(np.mean(secs)))
+    return out
+
+
+class EnergyLedger:
+    """Attributes energy-meter intervals to rounds and feeds them to a :class:`TrimmerState`.
+
+    meter: a :class:`tuning.backends.energy.EnergyMeter` (cumulative joules since start).
+    state: the :class:`TrimmerState` that records rounds.
+    :meth:`start` takes the reference reading (call it right before tuning starts); each
+    :meth:`on_round` reads the meter and attributes the interval since the previous reading.
+    """
+
+    def __init__(self, meter: Any, state: TrimmerState) -> None:
+        self.meter = meter
+        self.state = state
+        self._last = None
+        self.source: Optional[str] = None
+        self.measured: Optional[bool] = None
+
+    def start(self) -> None:
+        self._last = self.meter.read()
+        self.source, self.measured = self._last.source, self._last.measured
+
+    def on_round(self, task_id: int, latencies: list[Optional[float]]):
+        if self._last is None:
+            self.start()
+        now = self.meter.read()
+        delta = now - self._last
+        self._last = now
+        return self.state.record_round(task_id, latencies, joules=max(0.0, delta.joules), seconds=max(0.0, delta.seconds))
+
+
+def _ms():
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms
+
+
+def make_ledger_callback(ledger: EnergyLedger):
+    """A MetaSchedule ``PyMeasureCallback`` that calls ``ledger.on_round`` for every joined round
+    (task id, per-candidate mean latency in seconds or None on error). Usable with any task
+    scheduler (the benchmark puts it under MetaSchedule's gradient scheduler too)."""
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
+    @derived_object
+    class EnergyLedgerCallback(PyMeasureCallback):
+        def __init__(self, ledger: EnergyLedger) -> None:
+            self.ledger = ledger
+
+        def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
+            self.ledger.on_round(int(task_id), runner_latencies(list(runner_results), list(builder_results)))
+
+    return EnergyLedgerCallback(ledger)
+
+
+def make_trimmer_search(inner, config: TrimmerConfig, seed: int, stats: list, measured=lambda: 0):
+    """Wrap the search strategy ``inner`` in the cost-model candidate filter (see module doc).
+
+    stats: list that receives one dict per generated batch
+    (``{"pool", "kept", "replaced", "filtered"}``); measured: callable returning how many
+    candidates the whole run has measured (the filter waits for ``config.filter_warmup``)."""
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
+
+    @derived_object
+    class TrimmerSearch(PySearchStrategy):
+        def __init__(self, inner, config: TrimmerConfig, seed: int, stats: list, measured) -> None:
+            self.measured = measured
+            self.inner = inner
+            self.config = config
+            self.seed = seed
+            self.rng = np.random.default_rng(seed)
+            self.stats = stats
+            self.context = None
+            self.cost_model = None
+            self.max_trials = 0
+            self.batch = 0
+            self.done = 0
+
+        def _initialize_with_tune_context(self, context) -> None:
+            self.context = context
+            self.inner._initialize_with_tune_context(context)
+
+        def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None) -> None:
+            self.max_trials, self.batch, self.done = int(max_trials), int(num_trials_per_iter), 0
+            self.cost_model = cost_model
+            k = self.config.oversample
+            self.inner.pre_tuning(self.max_trials * k, self.batch * k, design_spaces, database, cost_model)
+
+        def post_tuning(self) -> None:
+            self.inner.post_tuning()
+
+        def _model_ready(self) -> bool:
+            return self.cost_model is not None and self.measured() >= self.config.filter_warmup
+
+        def generate_measure_candidates(self):
+            if self.done >= self.max_trials:
+                return None
+            want = min(self.batch, self.max_trials - self.done)
+            pool = self.inner.generate_measure_candidates()
+            if pool is None:
+                return None
+            pool = list(pool)
+            if len(pool) <= want or self.config.oversample == 1 or not self._model_ready():
+                self.stats.append({"pool": len(pool), "kept": min(want, len(pool)), "replaced": 0, "filtered": False})
+                return pool[:want]
+            scores = np.asarray(self.cost_model.predict(self.context, pool), dtype=float)
+            keep = select_candidates(scores, want, self.config.exploration_floor, self.rng)
+            keep_set = set(int(i) for i in keep)
+            # how many of the strategy's own first `want` picks were replaced
+            replaced = sum(1 for i in range(want) if i not in keep_set)
+            self.stats.append({"pool": len(pool), "kept": len(keep), "replaced": replaced, "filtered": True})
+            return [pool[i] for i in keep]
+
+        def notify_runner_results(self, measure_candidates, results) -> None:
+            self.done += len(results)
+            self.inner.notify_runner_results(measure_candidates, results)
+
+        def clone(self):
+            return TrimmerSearch(self.inner.clone(), self.config, self.seed, self.stats, self.measured)
+
+    return TrimmerSearch(inner, config, seed, stats, measured)
+
+
+def _make_classes():
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.task_scheduler import PyTaskScheduler
+
+    @derived_object
+    class _TrimmerLoop(PyTaskScheduler):
+        """Runs MetaSchedule's C++ loop; decides in ``next_task_id`` (see module doc)."""
+
+        def __init__(self, state: TrimmerState) -> None:
+            super().__init__()
+            self.state = state
+            self.running: Optional[int] = None
+
+        def next_task_id(self) -> int:
+            sched = self._outer()
+            tasks = sched.tasks_
+            if self.running is not None:
+                rec = tasks[self.running]
+                if not rec.is_terminated and rec.measure_candidates is not None:
+                    sched.join_running_task(self.running)  # the ledger callback records the round
+                self.running = None
+            st = self.state
+            for t in range(len(tasks)):
+                if st.is_preempted(t) and not tasks[t].is_terminated:
+                    sched.terminate_task(t)
+            if st.check_stop() is not None:
+                return -1
+            alive = [t for t in range(len(tasks)) if not tasks[t].is_terminated]
+            t = st.choose_task(alive)
+            self.running = t if t >= 0 else None
+            return t
+
+    @derived_object
+    class TrimmerScheduler(PyTaskScheduler):
+        """Trimmer's MetaSchedule task scheduler (see module doc).
+
+        config: :class:`TrimmerConfig`; energy_meter: an EnergyMeter (None: a CPU meter from
+        ``make_energy_meter("cpu")``); seed: tie-breaking and exploration randomness;
+        report_path: where :meth:`report` is also written as JSON after tuning (optional).
+        After ``tune``: ``self.state`` (TrimmerState) and :meth:`report` (dict).
+        """
+
+        def __init__(self, config: Optional[TrimmerConfig] = None, energy_meter: Any = None, seed: int = 0,
+                     report_path: Optional[str] = None) -> None:
+            super().__init__()
+            self.config = config or TrimmerConfig()
+            self.energy_meter = energy_meter
+            self.seed = int(seed)
+            self.report_path = report_path
+            self.state: Optional[TrimmerState] = None
+            self.ledger: Optional[EnergyLedger] = None
+            self.filter_stats: list[list[dict]] = []
+            self.task_names: list[str] = []
+            self.wall_seconds = 0.0
+
+        def tune(self, tasks, task_weights, max_trials_global, max_trials_per_task, num_trials_per_iter,
+                 builder, runner, measure_callbacks, database, cost_model) -> None:
+            ms = _ms()
+            if self.energy_meter is None:
+                from .energy import make_energy_meter
+
+                self.energy_meter = make_energy_meter("cpu")
+            self.state = TrimmerState(len(tasks), [float(w) for w in task_weights], self.config,
+                                      np.random.default_rng(self.seed))
+            self.task_names = [str(t.task_name) for t in tasks]
+            wrapped = []
+            self.filter_stats = []
+            for i, ctx in enumerate(tasks):
+                stats: list[dict] = []
+                self.filter_stats.append(stats)
+                search = make_trimmer_search(ctx.search_strategy, self.config, self.seed + i, stats,
+                                             lambda: self.state.n_candidates)
+                wrapped.append(ms.TuneContext(mod=ctx.mod, target=ctx.target, space_generator=ctx.space_generator,
+                                              search_strategy=search, task_name=ctx.task_name,
+                                              rand_state=int(ctx.rand_state), num_threads=int(ctx.num_threads)))
+            self.ledger = EnergyLedger(self.energy_meter, self.state)
+            callbacks = list(measure_callbacks) + [make_ledger_callback(self.ledger)]
+            loop = _TrimmerLoop(self.state)
+            t0 = time.monotonic()
+            self.ledger.start()
+            try:
+                loop.tune(tasks=wrapped, task_weights=[float(w) for w in task_weights],
+                          max_trials_global=int(max_trials_global), max_trials_per_task=int(max_trials_per_task),
+                          num_trials_per_iter=int(num_trials_per_iter), builder=builder, runner=runner,
+                          measure_callbacks=callbacks, database=database, cost_model=cost_model)
+            finally:
+                self.wall_seconds = time.monotonic() - t0
+                if self.report_path:
+                    Path(self.report_path).write_text(json.dumps(self.report(), indent=1))
+
+        def next_task_id(self) -> int:
+            # Required by PyTaskScheduler's constructor; never called, because ``tune`` hands the
+            # loop to _TrimmerLoop.
+            return -1
+
+        def report(self) -> dict:
+            """The state's report (see :meth:`TrimmerState.report`) plus task names, the candidate
+            filter's per-batch statistics, the energy source label, the config and wall seconds."""
+            if self.state is None:
+                return {}
+            rep = self.state.report()
+            for t, entry in enumerate(rep["tasks"]):
+                entry["name"] = self.task_names[t] if t < len(self.task_names) else str(t)
+                fs = self.filter_stats[t] if t < len(self.filter_stats) else []
+                entry["filter_replaced"] = sum(s["replaced"] for s in fs)
+                entry["filter_batches"] = sum(1 for s in fs if s["filtered"])
+            rep["energy_source"] = self.ledger.source if self.ledger else None
+            rep["energy_measured"] = self.ledger.measured if self.ledger else None
+            rep["config"] = {k: getattr(self.config, k) for k in self.config.__dataclass_fields__}
+            rep["wall_seconds"] = self.wall_seconds
+            rep["scheduler"] = "trimmer"
+            return rep
+
+    return _TrimmerLoop, TrimmerScheduler
+
+
+_CLASSES: Optional[tuple] = None
+
+
+def trimmer_scheduler_class():
+    """The ``TrimmerScheduler`` class (built on first use so importing this module needs no TVM)."""
+    global _CLASSES
+    if _CLASSES is None:
+        _CLASSES = _make_classes()
+    return _CLASSES[1]
+
+
+def config_from_options(options: dict) -> TrimmerConfig:
+    """TrimmerConfig from ``setup.options``: a ``"trimmer"`` sub-dict (strict: unknown names raise
+    ValueError) and/or top-level keys named like TrimmerConfig fields (other keys belong to other
+    components and are ignored)."""
+    fields = set(TrimmerConfig.__dataclass_fields__)
+    merged = {k: v for k, v in options.items() if k in fields}
+    sub = options.get("trimmer") or {}
+    if not isinstance(sub, dict):
+        raise ValueError(f"options['trimmer'] must be a dict, got {type(sub).__name__}")
+    merged.update(sub)
+    return TrimmerConfig.from_options(merged)
+
+
+def _factory(setup: TuningSetup):
+    cls = trimmer_scheduler_class()
+    report_path = str(Path(setup.work_dir) / "trimmer_report.json") if setup.work_dir else None
+    return cls(config_from_options(setup.options), setup.energy_meter, setup.seed, report_path)
+
+
+register_scheduler("trimmer", _factory)

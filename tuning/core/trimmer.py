@@ -1,0 +1,353 @@
+"""Trimmer's decision rules, in plain Python + numpy (no TVM, no Django).
+
+Trimmer (Borowiec et al., "Trimmer: Cost-Efficient Deep Learning Auto-tuning for Cloud
+Datacenters", IEEE CLOUD 2022) saves tuning energy in three ways; this module holds the
+bookkeeping and the first two rules, the MetaSchedule adapter is ``tuning.backends.trimmer``:
+
+* **Task preemption**: a tuning task whose best latency has not improved for ``patience``
+  consecutive rounds of its own is stopped (the reference implementation uses 3, SPEC section 3).
+* **Model-level stop**: the whole tuning stops when the weighted sum of task best latencies (the
+  estimated end-to-end latency: sum over tasks of ``weight_i * best_i``, seconds) improved by
+  less than ``min_rel_improvement`` (a fraction) over the last ``window`` rounds.
+* Optional **budgets** in joules and seconds.
+
+A *round* is one batch of candidates of one task: search, build and measurement, ended by the
+join of its runner results. Energy of a round (joules, from the energy meter) is split equally
+over its candidates; a candidate *contributes* when its measured latency was strictly below
+its task's best at the moment it was measured (candidates of a batch are taken in order).
+The report's ``non_contributing_share`` is the energy of the other candidates (failed ones
+included) over all attributed energy - the quantity the Trimmer study found to be 26-43%.
+
+Task selection between rounds follows MetaSchedule's gradient-based task scheduler (Ansor,
+Zheng et al., OSDI 2020, section 6; ``src/s_tir/meta_schedule/task_scheduler/gradient_based.cc``):
+round-robin until every task has had one round, then the task with the largest
+``weight * (alpha * backward_gradient + (1 - alpha) * best / n_rounds)``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+
+INF = math.inf
+
+
+@dataclass(frozen=True)
+class TrimmerConfig:
+    """Thresholds of the Trimmer rules.
+
+    patience: consecutive non-improving rounds of one task before it is preempted (>= 1).
+    window: rounds (all tasks counted) over which the model-level improvement is measured;
+        ``None`` means ``patience * n_tasks``, so every task can get about ``patience`` rounds per
+        window and the model-level stop is never stricter than task preemption (with one task
+        and a window of one round, a single non-improving round would end the run).
+    min_rel_improvement: fraction (0.01 = 1 %) the weighted latency sum must drop over
+        ``window`` rounds for tuning to continue; 0 disables the model-level stop.
+    energy_budget_j: stop once this many joules were attributed (None: no budget).
+    time_budget_s: stop once this many seconds were attributed (None: no budget).
+    alpha, grad_window: the gradient task-selection parameters (MetaSchedule defaults 0.2, 3).
+    exploration_floor: fraction of each batch the candidate filter keeps for cost-model-poor
+        candidates drawn at random, so the search does not collapse (0..1).
+    oversample: how many times the batch size the search strategy is asked for, so the filter
+        has better-ranked candidates to replace poor ones with (>= 1; 1 disables filtering).
+    filter_warmup: candidates the whole run must have measured before the filter trusts the
+        cost model (default 100 = MetaSchedule XGBModel's ``num_warmup_samples``, below which its
+        predictions are random numbers).
+
+    Raises ValueError on out-of-range values.
+    """
+
+    patience: int = 3
+    window: Optional[int] = None
+    min_rel_improvement: float = 0.01
+    energy_budget_j: Optional[float] = None
+    time_budget_s: Optional[float] = None
+    alpha: float = 0.2
+    grad_window: int = 3
+    exploration_floor: float = 0.1
+    oversample: int = 2
+    filter_warmup: int = 100
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.patience, int) or self.patience < 1:
+            raise ValueError(f"patience must be an integer >= 1, got {self.patience!r}")
+        if self.window is not None and (not isinstance(self.window, int) or self.window < 1):
+            raise ValueError(f"window must be None or an integer >= 1, got {self.window!r}")
+        if not 0.0 <= self.min_rel_improvement < 1.0:
+            raise ValueError(f"min_rel_improvement must be in [0, 1), got {self.min_rel_improvement!r}")
+        for name in ("energy_budget_j", "time_budget_s"):
+            v = getattr(self, name)
+            if v is not None and not v > 0:
+                raise ValueError(f"{name} must be None or > 0, got {v!r}")
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ValueError(f"alpha must be in [0, 1], got {self.alpha!r}")
+        if not isinstance(self.grad_window, int) or self.grad_window < 1:
+            raise ValueError(f"grad_window must be an integer >= 1, got {self.grad_window!r}")
+        if not 0.0 <= self.exploration_floor <= 1.0:
+            raise ValueError(f"exploration_floor must be in [0, 1], got {self.exploration_floor!r}")
+        if not isinstance(self.oversample, int) or self.oversample < 1:
+            raise ValueError(f"oversample must be an integer >= 1, got {self.oversample!r}")
+        if not isinstance(self.filter_warmup, int) or self.filter_warmup < 0:
+            raise ValueError(f"filter_warmup must be an integer >= 0, got {self.filter_warmup!r}")
+
+    @classmethod
+    def from_options(cls, options: dict) -> "TrimmerConfig":
+        """Build from a dict of option names (unknown names raise ValueError)."""
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ValueError(f"unknown Trimmer option(s) {unknown}; known: {sorted(known)}")
+        return cls(**options)
+
+
+def select_candidates(scores: Sequence[float], want: int, exploration_floor: float,
+                      rng: np.random.Generator) -> list[int]:
+    """Trimmer's candidate filter on one oversampled pool.
+
+    scores: cost-model predicted score per pool candidate (higher = predicted faster), length P;
+    want: batch size to keep (<= P); exploration_floor: fraction of the batch reserved for
+    candidates outside the predicted best, drawn uniformly at random from the rest of the pool.
+    Returns the kept pool indices in ascending order: the ``want - ceil(floor * want)`` best by
+    score (ties: lower index first) plus ``ceil(floor * want)`` random others.
+    Raises ValueError when want > P or want < 0.
+    """
+    p = len(scores)
+    if not 0 <= want <= p:
+        raise ValueError(f"cannot keep {want} of {p} candidates")
+    order = np.argsort(-np.asarray(scores, dtype=float), kind="stable")
+    n_explore = min(want, int(math.ceil(exploration_floor * want - 1e-9)))
+    keep = [int(i) for i in order[: want - n_explore]]
+    rest = order[want - n_explore:]
+    if n_explore:
+        keep += [int(i) for i in rng.choice(rest, size=n_explore, replace=False)]
+    return sorted(keep)
+
+
+@dataclass
+class RoundRecord:
+    """One joined round: ``latencies`` in seconds (inf = failed candidate), energy in joules."""
+
+    index: int
+    task_id: int
+    latencies: list[float]
+    joules: float
+    seconds: float
+    best_before: float
+    best_after: float
+    contributing: list[bool]
+    weighted_total: Optional[float]
+    preempted: bool = False
+
+    @property
+    def improved(self) -> bool:
+        return self.best_after < self.best_before
+
+    def as_dict(self) -> dict:
+        fin = lambda x: None if not math.isfinite(x) else x  # noqa: E731
+        return {
+            "round": self.index,
+            "task_id": self.task_id,
+            "n_candidates": len(self.latencies),
+            "latencies_s": [fin(x) for x in self.latencies],
+            "joules": self.joules,
+            "seconds": self.seconds,
+            "joules_per_candidate": self.joules / len(self.latencies) if self.latencies else 0.0,
+            "best_before_s": fin(self.best_before),
+            "best_after_s": fin(self.best_after),
+            "improved": self.improved,
+            "n_contributing": sum(self.contributing),
+            "weighted_total_s": self.weighted_total,
+            "preempted_task": self.preempted,
+        }
+
+
+@dataclass
+class TrimmerState:
+    """Bookkeeping of one tuning run and the Trimmer decisions over it.
+
+    n_tasks: number of tuning tasks; weights: per-task weights (how often the task's kernel runs
+    in the model), length n_tasks, all > 0; config: :class:`TrimmerConfig`; rng: randomness for
+    tie-breaking in task selection. Raises ValueError on mismatched or non-positive weights.
+    """
+
+    n_tasks: int
+    weights: Sequence[float]
+    config: TrimmerConfig = field(default_factory=TrimmerConfig)
+    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+
+    def __post_init__(self) -> None:
+        if self.n_tasks < 1:
+            raise ValueError("n_tasks must be >= 1")
+        if len(self.weights) != self.n_tasks:
+            raise ValueError(f"{len(self.weights)} weights for {self.n_tasks} tasks")
+        if any(not (w > 0) for w in self.weights):
+            raise ValueError(f"task weights must be > 0, got {list(self.weights)}")
+        self.weights = [float(w) for w in self.weights]
+        self.best: list[float] = [INF] * self.n_tasks
+        self.best_history: list[list[float]] = [[] for _ in range(self.n_tasks)]
+        self.stale_rounds: list[int] = [0] * self.n_tasks
+        self.preempted_at: list[Optional[int]] = [None] * self.n_tasks
+        self.rounds: list[RoundRecord] = []
+        self.totals: list[Optional[float]] = []
+        self.stop_reason: Optional[str] = None
+        self.stop_round: Optional[int] = None
+
+    # ----------------------------------------------------------------- observation
+    def record_round(self, task_id: int, latencies: Sequence[Optional[float]], joules: float = 0.0,
+                     seconds: float = 0.0) -> RoundRecord:
+        """Record one joined round of ``task_id``.
+
+        latencies: per candidate, seconds; ``None``, NaN, inf or <= 0 mean the candidate failed.
+        joules, seconds: energy and wall time attributed to the round (>= 0).
+        Returns the :class:`RoundRecord`; its ``preempted`` flag says whether this round made
+        the task reach ``patience`` non-improving rounds. Raises ValueError on a bad task id or
+        negative energy/time (nothing is recorded then).
+        """
+        if not 0 <= task_id < self.n_tasks:
+            raise ValueError(f"task_id {task_id} out of range 0..{self.n_tasks - 1}")
+        if joules < 0 or seconds < 0:
+            raise ValueError(f"energy and time must be >= 0, got {joules} J, {seconds} s")
+        lat = [float(x) if x is not None and math.isfinite(float(x)) and float(x) > 0 else INF for x in latencies]
+        before = self.best[task_id]
+        running = before
+        contributing = []
+        for x in lat:
+            good = x < running
+            contributing.append(good)
+            if good:
+                running = x
+        self.best[task_id] = running
+        self.best_history[task_id].append(running)
+        if running < before:
+            self.stale_rounds[task_id] = 0
+        else:
+            self.stale_rounds[task_id] += 1
+        index = len(self.rounds) + 1
+        preempt = self.preempted_at[task_id] is None and self.stale_rounds[task_id] >= self.config.patience
+        if preempt:
+            self.preempted_at[task_id] = index
+        total = self.weighted_total()
+        self.totals.append(total)
+        rec = RoundRecord(index, task_id, lat, float(joules), float(seconds), before, running, contributing, total, preempt)
+        self.rounds.append(rec)
+        return rec
+
+    @property
+    def n_candidates(self) -> int:
+        """Candidates recorded so far (all tasks, failed ones included)."""
+        return sum(len(r.latencies) for r in self.rounds)
+
+    def weighted_total(self) -> Optional[float]:
+        """Sum over tasks of weight * best latency (seconds); None while a task has no valid best."""
+        if any(not math.isfinite(b) for b in self.best):
+            return None
+        return float(sum(w * b for w, b in zip(self.weights, self.best)))
+
+    # ----------------------------------------------------------------- decisions
+    def is_preempted(self, task_id: int) -> bool:
+        return self.preempted_at[task_id] is not None
+
+    def check_stop(self) -> Optional[str]:
+        """Return why the whole tuning should stop now ("energy-budget", "time-budget",
+        "model-plateau") or None. The first reason found is remembered in ``stop_reason``.
+
+        Model plateau at round r (1-based, all tasks counted): with W = window (default
+        patience * n_tasks), T_r and T_{r-W} both defined and (T_{r-W} - T_r) / T_{r-W} < min_rel_improvement.
+        """
+        if self.stop_reason is not None:
+            return self.stop_reason
+        reason = None
+        joules = sum(r.joules for r in self.rounds)
+        seconds = sum(r.seconds for r in self.rounds)
+        cfg = self.config
+        if cfg.energy_budget_j is not None and joules >= cfg.energy_budget_j:
+            reason = "energy-budget"
+        elif cfg.time_budget_s is not None and seconds >= cfg.time_budget_s:
+            reason = "time-budget"
+        elif cfg.min_rel_improvement > 0:
+            w = cfg.window or cfg.patience * self.n_tasks
+            r = len(self.totals)
+            if r > w:
+                now, then = self.totals[r - 1], self.totals[r - 1 - w]
+                if now is not None and then is not None and (then - now) / then < cfg.min_rel_improvement:
+                    reason = "model-plateau"
+        if reason is not None:
+            self.stop_reason = reason
+            self.stop_round = len(self.rounds)
+        return reason
+
+    def choose_task(self, alive: Sequence[int]) -> int:
+        """Pick the next task among ``alive`` ids (not preempted, not finished), or -1 if none.
+
+        Tasks without any round go first, in id order (MetaSchedule's round-robin warm-up); then
+        the largest weighted gradient ``w * (alpha * g1 + (1 - alpha) * g2)`` with
+        ``g1 = (best[n-1-W] - best[n-1]) / W`` (0 while n <= W, W = grad_window) and
+        ``g2 = best[n-1] / n`` over the task's per-round best history of length n; a task with
+        no valid latency yet scores -1e9. Ties are broken with ``rng``.
+        """
+        alive = [t for t in alive if not self.is_preempted(t)]
+        if not alive:
+            return -1
+        fresh = [t for t in alive if not self.best_history[t]]
+        if fresh:
+            return min(fresh)
+        cfg = self.config
+        scores = []
+        for t in alive:
+            h = self.best_history[t]
+            n = len(h)
+            best = h[-1]
+            if not math.isfinite(best):
+                scores.append(-1e9)
+                continue
+            g1 = (h[n - 1 - cfg.grad_window] - best) / cfg.grad_window if n >= 1 + cfg.grad_window else 0.0
+            if not math.isfinite(g1):
+                g1 = 0.0
+            g2 = best / n
+            scores.append(self.weights[t] * (cfg.alpha * g1 + (1 - cfg.alpha) * g2))
+        scores_a = np.asarray(scores)
+        top = np.flatnonzero(scores_a == scores_a.max())
+        return int(alive[int(self.rng.choice(top))]) if len(top) > 1 else int(alive[int(top[0])])
+
+    # ----------------------------------------------------------------- report
+    def report(self) -> dict:
+        """JSON-ready summary: totals (joules, seconds), non-contributing energy (joules and share
+        of attributed energy, 0..1), per-task best latency / rounds / preemption round, per-round
+        records, stop reason and round."""
+        total_j = sum(r.joules for r in self.rounds)
+        non_j = 0.0
+        n_cand = n_contrib = 0
+        for r in self.rounds:
+            if r.latencies:
+                per = r.joules / len(r.latencies)
+                non_j += per * sum(1 for c in r.contributing if not c)
+            else:
+                non_j += r.joules
+            n_cand += len(r.latencies)
+            n_contrib += sum(r.contributing)
+        fin = lambda x: None if not math.isfinite(x) else x  # noqa: E731
+        return {
+            "joules": total_j,
+            "seconds": sum(r.seconds for r in self.rounds),
+            "n_rounds": len(self.rounds),
+            "n_candidates": n_cand,
+            "n_contributing": n_contrib,
+            "non_contributing_joules": non_j,
+            "non_contributing_share": (non_j / total_j) if total_j > 0 else None,
+            "weighted_total_s": self.weighted_total(),
+            "stop_reason": self.stop_reason,
+            "stop_round": self.stop_round,
+            "tasks": [
+                {
+                    "task_id": t,
+                    "weight": self.weights[t],
+                    "best_s": fin(self.best[t]),
+                    "rounds": len(self.best_history[t]),
+                    "preempted_at_round": self.preempted_at[t],
+                }
+                for t in range(self.n_tasks)
+            ],
+            "rounds": [r.as_dict() for r in self.rounds],
+        }
