@@ -5,11 +5,17 @@ Pure functions (no database): they turn a file into :class:`NodeSpec` rows or ra
 :func:`webapp.services.nodes_import` (one transaction).
 
 Units: CPU in cores, memory in MiB (bytes / 2**20, rounded down), GPU memory in MiB.
+
+Upper bounds (:data:`MAX_GPUS_PER_NODE`, :data:`MAX_CPU_CORES`, :data:`MAX_MEMORY_MIB`,
+:data:`MAX_GPU_MEMORY_MIB`) reject absurd capacities before anything is allocated: one GPU row
+is stored per GPU, so a count of 10**20 would otherwise exhaust memory. They are generous
+(about 4-8x the largest single machines sold today) and apply to each node.
 """
 from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -20,6 +26,31 @@ import yaml
 
 class NodeImportError(ValueError):
     """A node file that cannot be imported; the message names the place and the reason."""
+
+
+#: Most GPUs one node may declare (largest machines today: 8-16 GPUs per node, up to 72 in an
+#: NVL72 rack that Kubernetes still sees as 18 nodes of 4).
+MAX_GPUS_PER_NODE = 64
+#: Most CPU cores one node may declare.
+MAX_CPU_CORES = 4096
+#: Most host memory one node may declare: 64 TiB, in MiB.
+MAX_MEMORY_MIB = 64 * 2**20
+#: Most memory one GPU may declare: 1 TiB, in MiB.
+MAX_GPU_MEMORY_MIB = 2**20
+
+
+def check_capacity(*, cpu: float, memory_mib: int, gpu_count: int, gpu_memory_mib: int = 0) -> None:
+    """Raise :class:`NodeImportError` naming the limit if a node's capacity exceeds
+    :data:`MAX_CPU_CORES` cores, :data:`MAX_MEMORY_MIB` MiB, :data:`MAX_GPUS_PER_NODE` GPUs or
+    :data:`MAX_GPU_MEMORY_MIB` MiB per GPU (the caller adds the place)."""
+    if cpu > MAX_CPU_CORES:
+        raise NodeImportError(f"{cpu:g} CPU cores exceeds the limit of {MAX_CPU_CORES} per node")
+    if memory_mib > MAX_MEMORY_MIB:
+        raise NodeImportError(f"{memory_mib} MiB of memory exceeds the limit of {MAX_MEMORY_MIB} MiB (64 TiB) per node")
+    if gpu_count > MAX_GPUS_PER_NODE:
+        raise NodeImportError(f"{gpu_count} GPUs exceeds the limit of {MAX_GPUS_PER_NODE} per node")
+    if gpu_memory_mib > MAX_GPU_MEMORY_MIB:
+        raise NodeImportError(f"{gpu_memory_mib} MiB per GPU exceeds the limit of {MAX_GPU_MEMORY_MIB} MiB (1 TiB)")
 
 
 #: Nominal memory of a GPU type in MiB (vendor data sheets). ``V100`` is the 16 GB card; the
@@ -138,6 +169,7 @@ def _k8s_node(obj: dict, where: str) -> NodeSpec:
                 if q != int(q):
                     raise NodeImportError(f"GPU count {key}={val!r} is not a whole number")
                 gpu_count = max(gpu_count, int(q))
+        check_capacity(cpu=cores, memory_mib=mem, gpu_count=gpu_count)
     except NodeImportError as err:
         raise NodeImportError(f"{where}: {err}") from None
     labels = {str(k): "" if v is None else str(v) for k, v in (meta.get("labels") or {}).items()}
@@ -153,6 +185,10 @@ def _k8s_node(obj: dict, where: str) -> NodeSpec:
             gmem = int(labels["nvidia.com/gpu.memory"])
         else:
             gmem = gpu_memory_mib(model)
+        try:
+            check_capacity(cpu=cores, memory_mib=mem, gpu_count=gpu_count, gpu_memory_mib=gmem)
+        except NodeImportError as err:
+            raise NodeImportError(f"{where}: {err}") from None
     return NodeSpec(name=name, cpu_cores=cores, memory_mib=mem, labels=labels, taints=taints,
                     gpu_count=gpu_count, gpu_model=model or ("unknown" if gpu_count else ""), gpu_memory_mib=gmem)
 
@@ -198,7 +234,9 @@ def parse_pai_machine_spec(text: str, *, source: str = "pai_machine_spec.csv") -
     GPU memory per type from :data:`GPU_MEMORY_MIB`. Labels: ``gpu_type``.
 
     Raises :class:`NodeImportError` naming the line for a row with the wrong number of
-    columns, a non-numeric or negative capacity, an empty machine id, or a repeated machine.
+    columns, a non-numeric, negative or non-finite capacity, a capacity over the limits of
+    :func:`check_capacity`, an empty machine id, or a repeated machine. A GPU type not in
+    :data:`GPU_MEMORY_MIB` is accepted with 0 MiB (see :func:`unknown_gpu_warnings`).
     """
     out: list[NodeSpec] = []
     for lineno, row in enumerate(csv.reader(io.StringIO(text)), 1):
@@ -215,6 +253,12 @@ def parse_pai_machine_spec(text: str, *, source: str = "pai_machine_spec.csv") -
             raise NodeImportError(f"{source}, line {lineno}: cap_cpu, cap_mem, cap_gpu must be numbers, got {cap_cpu!r}, {cap_mem!r}, {cap_gpu!r}") from None
         if cpu < 0 or mem < 0 or ngpu < 0:
             raise NodeImportError(f"{source}, line {lineno}: negative capacity")
+        if not (math.isfinite(cpu) and math.isfinite(mem)):
+            raise NodeImportError(f"{source}, line {lineno} (machine {machine}): cap_cpu and cap_mem must be finite")
+        try:
+            check_capacity(cpu=cpu, memory_mib=int(mem * 1024), gpu_count=ngpu)
+        except NodeImportError as err:
+            raise NodeImportError(f"{source}, line {lineno} (machine {machine}): {err}") from None
         model = gpu_type if ngpu else ""
         out.append(NodeSpec(name=machine, cpu_cores=cpu, memory_mib=int(mem * 1024), labels={"gpu_type": gpu_type},
                             gpu_count=ngpu, gpu_model=model, gpu_memory_mib=gpu_memory_mib(model) if ngpu else 0))
@@ -222,6 +266,21 @@ def parse_pai_machine_spec(text: str, *, source: str = "pai_machine_spec.csv") -
         raise NodeImportError(f"{source}: no rows")
     _check_unique(out, source)
     return out
+
+
+def unknown_gpu_warnings(specs: list[NodeSpec]) -> list[str]:
+    """Warnings, one per GPU type, for nodes whose GPUs have an unknown memory size (type not in
+    :data:`GPU_MEMORY_MIB` and no ``nvidia.com/gpu.memory`` label): they are imported with
+    0 MiB, which placement treats as "unknown". Example: ``["GPU type 'FOO' is unknown (0 MiB
+    assumed) on 1 node(s): m1"]``."""
+    by_model: dict[str, list[str]] = {}
+    for s in specs:
+        if s.gpu_count and not s.gpu_memory_mib:
+            by_model.setdefault(s.gpu_model, []).append(s.name)
+    return [
+        f"GPU type {m!r} is unknown (0 MiB assumed) on {len(names)} node(s): {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}"
+        for m, names in sorted(by_model.items())
+    ]
 
 
 def _check_unique(specs: list[NodeSpec], source: str) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from .importers import MAX_CPU_CORES, MAX_GPU_MEMORY_MIB, MAX_GPUS_PER_NODE, MAX_MEMORY_MIB
 from .models import Cluster, Experiment, GPUDevice, Job, Node
 
 
@@ -10,6 +11,8 @@ class GPUDeviceSerializer(serializers.ModelSerializer):
     class Meta:
         model = GPUDevice
         fields = ["id", "node", "index", "model", "memory_mib", "uuid", "utilisation_percent"]
+        # same limits as the node importers (webapp/importers.py)
+        extra_kwargs = {"index": {"max_value": MAX_GPUS_PER_NODE - 1}, "memory_mib": {"max_value": MAX_GPU_MEMORY_MIB}}
 
 
 class NodeSerializer(serializers.ModelSerializer):
@@ -19,6 +22,8 @@ class NodeSerializer(serializers.ModelSerializer):
         model = Node
         fields = ["id", "cluster", "name", "cpu_cores", "memory_mib", "labels", "taints", "last_heartbeat", "gpu_count"]
         read_only_fields = ["last_heartbeat"]
+        # same limits as the node importers (webapp/importers.py)
+        extra_kwargs = {"cpu_cores": {"min_value": 0, "max_value": MAX_CPU_CORES}, "memory_mib": {"max_value": MAX_MEMORY_MIB}}
 
     def validate_taints(self, value):
         if not isinstance(value, list) or not all(isinstance(t, dict) and "key" in t and "effect" in t for t in value):

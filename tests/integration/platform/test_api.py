@@ -132,6 +132,25 @@ def test_cluster_node_gpu_crud_staff_writes_users_read(alice, staff):
     assert (Cluster.objects.count(), Node.objects.count(), GPUDevice.objects.count()) == (0, 0, 0)
 
 
+def test_node_and_gpu_capacity_limits(staff):
+    s = _client(staff)
+    cid = s.post("/api/v1/clusters/", {"name": "lab", "kind": "kubernetes"}, format="json").json()["id"]
+    big = s.post("/api/v1/nodes/", {"cluster": cid, "name": "n1", "cpu_cores": 4097, "memory_mib": 67108865}, format="json")
+    assert big.status_code == 400
+    assert big.json() == {
+        "cpu_cores": ["Ensure this value is less than or equal to 4096."],
+        "memory_mib": ["Ensure this value is less than or equal to 67108864."],
+    }
+    nid = s.post("/api/v1/nodes/", {"cluster": cid, "name": "n1", "cpu_cores": 4096, "memory_mib": 67108864}, format="json").json()["id"]
+    gpu = s.post("/api/v1/gpus/", {"node": nid, "index": 64, "model": "T4", "memory_mib": 1048577}, format="json")
+    assert gpu.status_code == 400
+    assert gpu.json() == {
+        "index": ["Ensure this value is less than or equal to 63."],
+        "memory_mib": ["Ensure this value is less than or equal to 1048576."],
+    }
+    assert (Node.objects.count(), GPUDevice.objects.count()) == (1, 0)
+
+
 def test_openapi_schema_is_valid_openapi_3():
     from openapi_spec_validator import validate
 

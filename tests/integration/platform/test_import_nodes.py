@@ -21,7 +21,7 @@ def test_import_k8s_yaml_then_reimport_is_idempotent():
     out = StringIO()
     files = [str(NODES / "pai-node-00.yaml"), str(NODES / "pai-node-01.yaml")]
     call_command("import_nodes", *files, "--cluster", "hkust", "--json", stdout=out)
-    assert json.loads(out.getvalue()) == {"cluster": "hkust", "files": 2, "nodes_created": 2, "nodes_updated": 0, "gpus": 6}
+    assert json.loads(out.getvalue()) == {"cluster": "hkust", "files": 2, "nodes_created": 2, "nodes_updated": 0, "gpus": 6, "warnings": []}
     call_command("import_nodes", *files, "--cluster", "hkust", "--json", stdout=StringIO())
     assert Node.objects.count() == 2 and GPUDevice.objects.count() == 6
     n1 = Node.objects.get(name="pai-node-01")
@@ -36,6 +36,27 @@ def test_import_pai_csv_whole_file():
     assert (s["nodes_created"], s["gpus"]) == (1897, 798 * 2 + 497 * 2 + 280 * 8 + 135 * 8 + 104 * 8)
     assert Cluster.objects.get(name="pai").kind == "pai"
     assert GPUDevice.objects.filter(model="V100M32").count() == 135 * 8
+    # 280 machines of gpu_type MISC (assorted older GPUs): memory unknown, reported, not hidden
+    assert len(s["warnings"]) == 1 and s["warnings"][0].startswith("GPU type 'MISC' is unknown (0 MiB assumed) on 280 node(s): ")
+
+
+def test_huge_gpu_count_is_refused_without_allocating(tmp_path):
+    # the reported OOM: 10**20 GPUs on one row used ~20 GB before being killed
+    huge = tmp_path / "huge.csv"
+    huge.write_text("m0,T4,96,512,2\nm1,V100,96,512,99999999999999999999\n")
+    with pytest.raises(CommandError, match=r"nothing imported: huge.csv, line 2 \(machine m1\): 99999999999999999999 GPUs exceeds the limit of 64 per node"):
+        call_command("import_nodes", str(huge), "--cluster", "x", stdout=StringIO())
+    assert (Cluster.objects.count(), Node.objects.count(), GPUDevice.objects.count()) == (0, 0, 0)
+
+
+def test_unknown_gpu_type_is_warned(tmp_path):
+    f = tmp_path / "foo.csv"
+    f.write_text("m1,FOO,96,512,2\n")
+    out, err = StringIO(), StringIO()
+    call_command("import_nodes", str(f), "--cluster", "x", stdout=out, stderr=err)
+    assert "1 nodes created, 0 updated, 2 GPUs" in out.getvalue()
+    assert err.getvalue() == "warning: GPU type 'FOO' is unknown (0 MiB assumed) on 1 node(s): m1\n"
+    assert list(GPUDevice.objects.values_list("model", "memory_mib")) == [("FOO", 0), ("FOO", 0)]
 
 
 def test_bad_file_imports_nothing(tmp_path):

@@ -10,6 +10,7 @@ import pytest
 
 from webapp.importers import (
     NodeImportError, cpu_cores, memory_mib, parse_k8s_nodes, parse_node_file, parse_pai_machine_spec, parse_quantity,
+    unknown_gpu_warnings,
 )
 
 DATA = Path(__file__).resolve().parents[3] / "data"
@@ -141,3 +142,57 @@ def test_pai_machine_spec_real_file():
 def test_bad_pai_rows_name_the_line(text, message):
     with pytest.raises(NodeImportError, match=message):
         parse_pai_machine_spec(text, source="spec.csv")
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        # the reported OOM row: 10**20 GPUs would be 10**20 GPU rows
+        ("m1,V100,96,512,99999999999999999999\n", r"line 1 \(machine m1\): 99999999999999999999 GPUs exceeds the limit of 64 per node"),
+        ("m1,T4,96,512,2\nm2,T4,96,512,65\n", r"line 2 \(machine m2\): 65 GPUs exceeds the limit of 64"),
+        ("m1,T4,4097,512,2\n", r"line 1 \(machine m1\): 4097 CPU cores exceeds the limit of 4096"),
+        # 65537 GiB = 67109888 MiB > 64 TiB = 67108864 MiB
+        ("m1,T4,96,65537,2\n", r"67109888 MiB of memory exceeds the limit of 67108864 MiB \(64 TiB\)"),
+        ("m1,T4,nan,512,2\n", r"line 1 \(machine m1\): cap_cpu and cap_mem must be finite"),
+        ("m1,T4,96,inf,2\n", r"line 1 \(machine m1\): cap_cpu and cap_mem must be finite"),
+    ],
+)
+def test_pai_capacity_limits(text, message):
+    with pytest.raises(NodeImportError, match=message):
+        parse_pai_machine_spec(text, source="spec.csv")
+
+
+def test_pai_capacity_at_the_limits_is_accepted():
+    # 64 GPUs, 4096 cores, 65536 GiB = 64 TiB exactly
+    (spec,) = parse_pai_machine_spec("m1,H100,4096,65536,64\n")
+    assert (spec.gpu_count, spec.cpu_cores, spec.memory_mib) == (64, 4096.0, 67108864)
+
+
+def _k8s(cpu="64", memory="256Gi", gpus="8", labels=""):
+    return (
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n" + labels
+        + f"status:\n  allocatable:\n    cpu: '{cpu}'\n    memory: '{memory}'\n    nvidia.com/gpu: '{gpus}'\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (_k8s(gpus="1e20"), r"document 1 \(node n1\): 100000000000000000000 GPUs exceeds the limit of 64 per node"),
+        (_k8s(gpus="65"), r"\(node n1\): 65 GPUs exceeds the limit of 64"),
+        (_k8s(cpu="4097"), r"\(node n1\): 4097 CPU cores exceeds the limit of 4096"),
+        (_k8s(memory="65Ti"), r"\(node n1\): 68157440 MiB of memory exceeds the limit of 67108864 MiB"),
+        (_k8s(labels="  labels:\n    nvidia.com/gpu.memory: '2000000'\n"), r"\(node n1\): 2000000 MiB per GPU exceeds the limit of 1048576"),
+    ],
+)
+def test_k8s_capacity_limits(text, message):
+    with pytest.raises(NodeImportError, match=message):
+        parse_k8s_nodes(text, source="n.yaml")
+
+
+def test_unknown_gpu_type_is_a_warning():
+    specs = parse_pai_machine_spec("m1,FOO,96,512,2\nm2,T4,96,512,2\nm3,FOO,8,64,1\nm4,CPU,8,64,0\n")
+    assert [(s.name, s.gpu_model, s.gpu_memory_mib) for s in specs] == [
+        ("m1", "FOO", 0), ("m2", "T4", 16384), ("m3", "FOO", 0), ("m4", "", 0)
+    ]
+    assert unknown_gpu_warnings(specs) == ["GPU type 'FOO' is unknown (0 MiB assumed) on 2 node(s): m1, m3"]
