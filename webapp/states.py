@@ -34,7 +34,9 @@ class IllegalTransition(ValueError):
     """Raised when a job or experiment is asked to move to a state its current state forbids."""
 
     def __init__(self, obj: object, current: str, target: str) -> None:
-        allowed = ", ".join(sorted(TRANSITIONS.get(current, ()))) or "none (terminal state)"
+        # plain strings: a State member's repr is "State.CANCELLED", not "'cancelled'"
+        current, target = str(current), str(target)
+        allowed = ", ".join(sorted(str(s) for s in TRANSITIONS.get(current, ()))) or "none (terminal state)"
         super().__init__(
             f"{type(obj).__name__} {getattr(obj, 'pk', '?')}: cannot go from {current!r} to "
             f"{target!r}; allowed from {current!r}: {allowed}"

@@ -43,3 +43,14 @@ def test_model_transition_sets_timestamps_and_refuses_illegal():
     with pytest.raises(IllegalTransition):
         job.transition_to(C)
     assert job.state == S
+
+
+def test_message_uses_state_values_not_enum_names():
+    from webapp.states import State
+
+    with pytest.raises(IllegalTransition) as exc:
+        check_transition(object(), State.SUCCEEDED, State.CANCELLED)
+    assert str(exc.value) == "object ?: cannot go from 'succeeded' to 'cancelled'; allowed from 'succeeded': none (terminal state)"
+    with pytest.raises(IllegalTransition) as exc:
+        check_transition(object(), State.QUEUED, State.SUCCEEDED)
+    assert str(exc.value) == "object ?: cannot go from 'queued' to 'succeeded'; allowed from 'queued': cancelled, failed, running"
