@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-import traceback
 from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -23,11 +22,21 @@ def experiment_create(*, owner: AbstractBaseUser, kind: str, parameters: dict[st
     enqueue it on the kind's queue once the transaction commits.
 
     Raises :class:`webapp.experiments.UnknownExperimentKind` and
-    ``rest_framework.exceptions.ValidationError`` (per-field errors); nothing is stored then.
+    ``rest_framework.exceptions.ValidationError`` (per-field errors, e.g.
+    ``{"duration": ["unknown parameter; allowed: a, b"]}`` for a key that is not a field of the
+    kind's serializer: it would otherwise be dropped silently); nothing is stored then.
     """
+    from rest_framework.exceptions import ValidationError
+
     spec = get_experiment_kind(kind)
     if spec.parameters_serializer is not None:
         ser = spec.parameters_serializer(data=parameters)
+        if isinstance(parameters, dict):
+            allowed = sorted(name for name, f in ser.fields.items() if not f.read_only)
+            unknown = sorted(str(k) for k in parameters if k not in allowed)
+            if unknown:
+                msg = f"unknown parameter; allowed: {', '.join(allowed)}"
+                raise ValidationError({k: [msg] for k in unknown})
         ser.is_valid(raise_exception=True)
         parameters = dict(ser.validated_data)
     with transaction.atomic():
@@ -47,7 +56,8 @@ def experiment_enqueue(*, experiment: Experiment) -> None:
 def experiment_run(*, experiment_id: int) -> Experiment:
     """Run an experiment to a terminal state. Idempotent: a terminal experiment is returned as
     it is; a ``running`` one (its worker was lost, the task redelivered) is run again and its
-    runner resumes. Errors in the runner mark it ``failed`` with the traceback's last line."""
+    runner resumes. Errors in the runner mark it ``failed`` with ``error`` =
+    ``"<ExceptionType>: <message>"``; the full traceback is logged (``log.exception``)."""
     with transaction.atomic():
         exp = Experiment.objects.select_for_update().get(pk=experiment_id)
         if exp.is_terminal:
@@ -68,7 +78,7 @@ def experiment_run(*, experiment_id: int) -> Experiment:
         _finish(exp.pk, State.CANCELLED, error="cancelled by request")
     except Exception as err:  # noqa: BLE001 - any failure of the runner is recorded as data
         log.exception("experiment %s failed", exp.pk)
-        _finish(exp.pk, State.FAILED, error=f"{type(err).__name__}: {err}\n\n{traceback.format_exc()[-4000:]}")
+        _finish(exp.pk, State.FAILED, error=f"{type(err).__name__}: {err}")  # the traceback goes to the log
     else:
         _finish(exp.pk, State.SUCCEEDED, result=result)
     return Experiment.objects.get(pk=exp.pk)

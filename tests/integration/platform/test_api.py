@@ -132,6 +132,20 @@ def test_cluster_node_gpu_crud_staff_writes_users_read(alice, staff):
     assert (Cluster.objects.count(), Node.objects.count(), GPUDevice.objects.count()) == (0, 0, 0)
 
 
+def test_unknown_experiment_parameters_are_refused(alice):
+    a = _client(alice)
+    r = a.post("/api/v1/experiments/", {"kind": "federation-benchmark", "parameters": {"duration": 100000000}}, format="json")
+    assert r.status_code == 400
+    assert r.json() == {"parameters": {"duration": [
+        "unknown parameter; allowed: applications, compare, contentions, duration_s, latencies_ms, rate_rps"]}}
+    r = a.post("/api/v1/experiments/", {"kind": "training-probe", "parameters": {
+        "model_name": "resnet18", "batch_size": 2, "steps": 3, "epochs": 5, "lr": 0.1}}, format="json")
+    assert r.status_code == 400
+    allowed = "unknown parameter; allowed: batch_size, image_size, model_name, steps"
+    assert r.json() == {"parameters": {"epochs": [allowed], "lr": [allowed]}}
+    assert Experiment.objects.count() == 0
+
+
 def test_node_and_gpu_capacity_limits(staff):
     s = _client(staff)
     cid = s.post("/api/v1/clusters/", {"name": "lab", "kind": "kubernetes"}, format="json").json()["id"]

@@ -97,3 +97,13 @@ def test_registered_scheduler_rejects_and_nothing_is_stored(alice, sent):
         assert Job.objects.count() == 0
     finally:
         register_job_scheduler(before)
+
+
+def test_failed_experiment_error_is_type_and_message_only(alice, sent):
+    from webapp.models import Experiment
+
+    # stored without validation (as an older row could be): the runner reads p["steps"]
+    exp = Experiment.objects.create(owner=alice, kind="training-probe", parameters={"model_name": "resnet18", "batch_size": 1})
+    done = services.experiment_run(experiment_id=exp.pk)
+    assert done.state == State.FAILED
+    assert done.error == "KeyError: 'steps'"  # no traceback (it is logged instead)
