@@ -30,3 +30,6 @@ app.user_options["worker"].add(
     Option(("--gpu",), is_flag=True, default=False, help="Report this node's NVIDIA GPUs (NVML) at start and every 60 s.")
 )
 app.steps["worker"].add(GPUReporter)
+
+# filesystem broker only: fail work left ``running`` by a killed worker (workers/recovery.py)
+from . import recovery  # noqa: E402,F401

@@ -1,0 +1,55 @@
+"""Filesystem broker (demo): work left ``running`` by a killed worker is failed at worker start."""
+from __future__ import annotations
+
+import pytest
+from celery.signals import worker_ready
+
+from webapp.models import Cluster, Experiment, GPUDevice, Job, Node
+from webapp.states import State
+from workers.recovery import fail_running_work
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db]
+LOST = "worker lost (filesystem broker has no redelivery); resubmit"
+
+
+@pytest.fixture
+def work(django_user_model):
+    u = django_user_model.objects.create_user("alice", password="pw")
+    node = Node.objects.create(cluster=Cluster.objects.create(name="c", kind="other"), name="n", cpu_cores=8, memory_mib=1024)
+    gpu = GPUDevice.objects.create(node=node, index=0, model="T4", memory_mib=16384)
+    running_exp = Experiment.objects.create(owner=u, kind="training-probe", state=State.RUNNING)
+    queued_exp = Experiment.objects.create(owner=u, kind="training-probe")
+    done_exp = Experiment.objects.create(owner=u, kind="training-probe", state=State.SUCCEEDED)
+    running_job = Job.objects.create(owner=u, model_name="resnet18", batch_size=2, state=State.RUNNING,
+                                     dispatched_at="2026-01-01T00:00:00Z")
+    running_job.gpus.add(gpu)
+    return running_exp, queued_exp, done_exp, running_job
+
+
+def _states(objs):
+    return [(type(o).__name__, *type(o).objects.values_list("state", "error").get(pk=o.pk)) for o in objs]
+
+
+def test_filesystem_broker_fails_running_work(work):
+    assert fail_running_work(broker_url="filesystem://") == {"experiments": 1, "jobs": 1}
+    assert _states(work) == [
+        ("Experiment", "failed", LOST), ("Experiment", "queued", ""), ("Experiment", "succeeded", ""), ("Job", "failed", LOST),
+    ]
+    assert work[3].gpus.count() == 0  # freed for the next jobs
+
+
+def test_redis_broker_leaves_running_work_to_redelivery(work):
+    assert fail_running_work(broker_url="redis://127.0.0.1:6379/11") == {"experiments": 0, "jobs": 0}
+    assert [s[1] for s in _states(work)] == ["running", "queued", "succeeded", "running"]
+
+
+def test_worker_ready_signal_runs_the_recovery(work):
+    import workers.celery  # noqa: F401 - connects the handler
+
+    from types import SimpleNamespace
+
+    class Consumer:  # what the worker sends: its consumer, holding the app and its configuration
+        app = SimpleNamespace(conf=SimpleNamespace(broker_url="filesystem://"))
+
+    worker_ready.send(sender=Consumer())
+    assert [s[1] for s in _states(work)] == ["failed", "queued", "succeeded", "failed"]
