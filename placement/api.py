@@ -51,7 +51,7 @@ class SimulationJobOutcomeSerializer(serializers.ModelSerializer):
 
 class SimulationJobOutcomeViewSet(viewsets.ReadOnlyModelViewSet):
     """Per-job outcomes of simulation experiments (own experiments; staff: all); filters
-    ``?experiment=`` and ``?policy=``; paginated."""
+    ``?experiment=`` (an integer id, else 400) and ``?policy=``; paginated."""
 
     serializer_class = SimulationJobOutcomeSerializer
     permission_classes = [permissions.IsAuthenticated]
@@ -63,7 +63,9 @@ class SimulationJobOutcomeViewSet(viewsets.ReadOnlyModelViewSet):
         qs = SimulationJobOutcome.objects.filter(
             experiment__in=selectors.simulation_list(user=self.request.user)).order_by("experiment", "policy", "job_index")
         exp, pol = self.request.query_params.get("experiment"), self.request.query_params.get("policy")
-        if exp and exp.isdigit():
+        if exp is not None:
+            if not exp.isdigit():
+                raise serializers.ValidationError({"experiment": [f"must be an experiment id (an integer), got {exp!r}"]})
             qs = qs.filter(experiment_id=int(exp))
         if pol:
             qs = qs.filter(policy=pol)

@@ -2,7 +2,8 @@
 
 Parameters (validated by :class:`SimulationParams`): ``trace`` (``gavel:<vc>``, ``philly``,
 ``tiresias60``), ``policies`` (names from :data:`placement.core.policies.POLICIES`), ``cluster``
-("NxG" nodes x GPUs per node, V100 16 GiB; empty = shaped like the trace), ``seed``, ``limit``
+("NxG" nodes x GPUs per node, V100 16 GiB; empty = shaped like the trace; at most 10,000 nodes,
+16 GPUs per node, 100,000 GPUs, and enough GPUs for the trace's largest job), ``seed``, ``limit``
 (first N jobs; 0 = all). Deterministic for given parameters, so a redelivered task stores the
 same result.
 """
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Callable
+
+import time
 
 import numpy as np
 from django.conf import settings
@@ -39,6 +42,31 @@ class SimulationParams(serializers.Serializer):
         if len(set(value)) != len(value):
             raise serializers.ValidationError("a policy is listed twice")
         return value
+
+    def validate_cluster(self, value: str) -> str:
+        if value:
+            try:
+                setup.parse_cluster_shape(value)
+            except ValueError as err:
+                raise serializers.ValidationError(str(err)) from None
+        return value
+
+    def validate(self, attrs):
+        """With an explicit cluster, read the trace (milliseconds for Gavel, ~1 s for Philly)
+        and reject a cluster too small for its largest job, naming the job."""
+        if attrs.get("cluster"):
+            n, g = setup.parse_cluster_shape(attrs["cluster"])
+            data = Path(settings.DATA_DIR)
+            # GPU counts do not depend on the profile; a constant one avoids fitting the predictor
+            try:
+                jobs = setup.load_trace(attrs["trace"], data, setup.load_tables(data), seed=attrs.get("seed", 0),
+                                        limit=attrs.get("limit") or None, profile=lambda model, bs: (50.0, 0.0))
+            except ValueError as err:
+                raise serializers.ValidationError({"trace": [str(err)]}) from None
+            msg = setup.largest_job_error(jobs, n * g)
+            if msg:
+                raise serializers.ValidationError({"cluster": [msg]})
+        return attrs
 
 
 def _downsample(t: np.ndarray, u: np.ndarray, n: int = 200) -> dict:
@@ -74,10 +102,16 @@ def predicted_profile(tables: setup.Tables, gpu_type: str = "V100"):
 
 
 def run_simulations(params: dict[str, Any], report: Callable[[float, str], None] | None = None,
-                    on_outcomes: Callable[[str, list], None] | None = None) -> dict:
+                    on_outcomes: Callable[[str, list], None] | None = None, *,
+                    report_every_s: float = 0.5) -> dict:
     """Run every policy in ``params`` and return the JSON result: per-policy summary metrics,
     JCT quantiles (for the CDF), queueing delays quantiles and utilisation over time.
-    ``on_outcomes(policy, [JobOutcome])`` receives each policy's per-job outcomes."""
+    ``on_outcomes(policy, [JobOutcome])`` receives each policy's per-job outcomes.
+
+    ``report(percent, message)`` is also called from inside each simulation (the simulator's
+    progress callback, every few hundred events) at most once per ``report_every_s`` seconds, so
+    a reporter that raises (``ExperimentCancelled``) stops a long run within about that time.
+    ``ValueError`` for a trace or cluster that cannot be simulated."""
     data = Path(settings.DATA_DIR)
     tables = setup.load_tables(data)
     profile = predicted_profile(tables) if params["trace"] == "tiresias60" else None
@@ -91,7 +125,19 @@ def run_simulations(params: dict[str, Any], report: Callable[[float, str], None]
     for i, name in enumerate(names):
         if report:
             report(100.0 * i / len(names), f"simulating {name} ({i + 1}/{len(names)})")
-        r = simulator.simulate(jobs, gpus, make_policy(name), tables.interference, seed=params.get("seed", 0))
+        progress = None
+        if report:
+            last = [time.monotonic()]
+
+            def progress(done: int, total: int, i: int = i, name: str = name) -> None:
+                now = time.monotonic()
+                if now - last[0] >= report_every_s:
+                    last[0] = now
+                    report(100.0 * (i + done / max(total, 1)) / len(names),
+                           f"simulating {name} ({i + 1}/{len(names)}): {done}/{total} jobs done")
+
+        r = simulator.simulate(jobs, gpus, make_policy(name), tables.interference, seed=params.get("seed", 0),
+                               progress=progress)
         if on_outcomes is not None:
             on_outcomes(name, r.jobs)
         jct = np.array([o.jct for o in r.jobs])

@@ -63,19 +63,38 @@ def _predictor():
     return _PREDICTOR["predictor"]
 
 
+def profile_gpu_type(gpu_type: str) -> str | None:
+    """The GPU type whose profile rows predict ``gpu_type``: itself if it has rows, else the
+    longest profiled type its name starts with (same family, e.g. ``V100M32`` -> ``V100``),
+    else ``None`` (e.g. PAI's ``MISC``)."""
+    known = {r["gpu_type"].upper() for r in _predictor().profile_rows if r.get("util_mean_pct") not in (None, "")}
+    name = gpu_type.upper()
+    if name in known:
+        return name
+    family = [k for k in known if name.startswith(k)]
+    return max(family, key=len) if family else None
+
+
 def job_profile(model_name: str, batch_size: int, gpu_type: str) -> tuple[float, float, dict]:
     """Predicted (util %, memory MiB, provenance) of a job on ``gpu_type``. Memory: graph
-    estimate. Utilisation: XGBoost predictor on the profile rows of that GPU type; with none,
-    0 and a provenance note saying so (never an invented number)."""
+    estimate. Utilisation: XGBoost predictor on the profile rows of that GPU type, or of its
+    family (:func:`profile_gpu_type`, named in the provenance's ``profile_gpu_type`` and
+    ``note``); with none, 0 and a provenance note saying so (never an invented number)."""
     from .backends.predictor import NoProfileData
 
     feats = job_features(model_name, batch_size)
     pred = _predictor()
+    used = profile_gpu_type(gpu_type) or gpu_type
     try:
-        p = pred.predict(feats, gpu_type=gpu_type)
-        util, prov = p.value, {"util_sources": p.sources, "util_rows": p.n_rows, "gpu_type": p.gpu_type}
+        p = pred.predict(feats, gpu_type=used)
+        util = p.value
+        prov = {"util_sources": p.sources, "util_rows": p.n_rows, "gpu_type": gpu_type.upper(),
+                "profile_gpu_type": p.gpu_type}
+        if p.gpu_type != gpu_type.upper():
+            prov["note"] = (f"no profile rows for {gpu_type.upper()}; predicted from the {p.gpu_type} rows "
+                            f"(same GPU family by name)")
     except NoProfileData as err:
-        util, prov = 0.0, {"util_sources": [], "note": str(err)}
+        util, prov = 0.0, {"util_sources": [], "gpu_type": gpu_type.upper(), "note": str(err)}
     prov["memory_source"] = "graph-estimate"
     return util, float(feats["memory_mib"]), prov
 
@@ -154,7 +173,9 @@ class LivePlacementScheduler:
                 here = [j for j in waiting if j.pk not in placed_ids and j.cluster_id in (None, cid)]
                 if not here:
                     continue
-                gpu_type = max({d.model for d in devs}, key=lambda m: sum(d.model == m for d in devs))
+                # score with the most common GPU type that has profile data (PAI: MISC has none)
+                counts = {m: sum(d.model == m for d in devs) for m in {d.model for d in devs}}
+                gpu_type = max(counts, key=lambda m: (profile_gpu_type(m) is not None, counts[m], m))
                 specs, prov = [], {}
                 for j in here:
                     util, mem, pv = job_profile(j.model_name, j.batch_size, gpu_type)
@@ -167,6 +188,12 @@ class LivePlacementScheduler:
                     gpu_pks = [devs[i].pk for i in p.gpu_ids]
                     job.gpus.set(gpu_pks)
                     util, mem, pv = prov[p.job_id]
+                    placed = [devs[i].model for i in p.gpu_ids]
+                    own = max(set(placed), key=lambda m: (placed.count(m), m))
+                    if own != gpu_type:  # report the prediction for the GPUs it got, say what was scored
+                        util, mem, pv = job_profile(job.model_name, job.batch_size, own)
+                        pv = {**pv, "placement_scored_with": {"gpu_type": gpu_type.upper(),
+                                                              "util_pct": prov[p.job_id][0]}}
                     expl = dict(p.explanation)
                     expl["candidates"] = [{**c, "gpu": devs[c["gpu"]].pk, "gpu_name": str(devs[c["gpu"]])}
                                           for c in expl.get("candidates", [])]

@@ -61,12 +61,50 @@ def load_trace(name: str, data_dir: Path, tables: Tables, *, seed: int = 0,
     raise ValueError(f"unknown trace {name!r}: use gavel:<vc>, philly or tiresias60")
 
 
+#: Bounds on a requested "NxG" cluster shape. The simulator allocates O(GPUs) state per event,
+#: so an unbounded shape (e.g. "100000000x100000000") exhausts the worker's memory. 100,000
+#: GPUs is ~250x the largest shipped trace's cluster (Philly: 376 V100s); 16 GPUs per node is
+#: the largest common server (DGX-2 / HGX-2).
+MAX_NODES = 10_000
+MAX_GPUS_PER_NODE = 16
+MAX_TOTAL_GPUS = 100_000
+
+
+def parse_cluster_shape(shape: str) -> tuple[int, int]:
+    """``"NxG"`` -> ``(N nodes, G GPUs per node)``. ``ValueError`` (message fit for a user) if
+    the text is malformed, N or G < 1, N > :data:`MAX_NODES`, G > :data:`MAX_GPUS_PER_NODE` or
+    N*G > :data:`MAX_TOTAL_GPUS`."""
+    try:
+        n, g = (int(v) for v in shape.lower().split("x"))
+    except ValueError:
+        raise ValueError(f"cluster shape must look like 4x8 (nodes x GPUs per node), got {shape!r}") from None
+    if n < 1 or g < 1:
+        raise ValueError(f"cluster {shape!r}: needs at least 1 node and 1 GPU per node")
+    if n > MAX_NODES:
+        raise ValueError(f"cluster {shape!r}: at most {MAX_NODES} nodes")
+    if g > MAX_GPUS_PER_NODE:
+        raise ValueError(f"cluster {shape!r}: at most {MAX_GPUS_PER_NODE} GPUs per node")
+    if n * g > MAX_TOTAL_GPUS:
+        raise ValueError(f"cluster {shape!r}: {n * g} GPUs, at most {MAX_TOTAL_GPUS} in all")
+    return n, g
+
+
+def largest_job_error(jobs: list[JobSpec], n_gpus: int) -> str | None:
+    """A message naming the first job with the most GPUs if it needs more than ``n_gpus``
+    (it could never be placed), else ``None``."""
+    if not jobs:
+        return None
+    big = max(jobs, key=lambda j: (j.num_gpus, -j.job_id))
+    if big.num_gpus > n_gpus:
+        return (f"job {big.job_id} ({big.model}) needs {big.num_gpus} GPUs but the cluster has {n_gpus}; "
+                f"use at least {big.num_gpus} GPUs in all or leave cluster empty (shaped like the trace)")
+    return None
+
+
 def cluster(jobs: list[JobSpec], shape: str | None = None) -> list[GPUSpec]:
-    """``shape`` "NxG" (N nodes of G V100 16 GiB) or None: shaped like the trace."""
+    """``shape`` "NxG" (N nodes of G V100 16 GiB, bounded as in :func:`parse_cluster_shape`,
+    which raises ``ValueError``) or None: shaped like the trace."""
     if shape:
-        try:
-            n, g = (int(v) for v in shape.lower().split("x"))
-        except ValueError:
-            raise ValueError(f"cluster shape must look like 4x8 (nodes x GPUs per node), got {shape!r}") from None
+        n, g = parse_cluster_shape(shape)
         return homogeneous_cluster(n, g)
     return traces.cluster_for_trace(jobs)

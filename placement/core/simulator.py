@@ -104,12 +104,14 @@ class _Run:
 
 def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
              interference: InterferenceModel, *, seed: int = 0, tick_s: float = 600.0,
-             progress: Callable[[int, int], None] | None = None) -> SimulationResult:
+             progress: Callable[[int, int], None] | None = None,
+             progress_every: int = 256) -> SimulationResult:
     """Replay ``jobs`` on ``gpus`` under ``policy``; deterministic for a given ``seed``.
 
     Raises ``ValueError`` if a job can never fit (more GPUs than the cluster has, or more
-    memory than the largest GPU) or job ids repeat. ``progress(done, total)`` is called as
-    jobs finish.
+    memory than the largest GPU) or job ids repeat. ``progress(done, total)`` (jobs finished,
+    jobs in all) is called every ``progress_every`` events and once at the end; an exception it
+    raises (e.g. a cancellation) propagates and stops the run.
     """
     rng = np.random.default_rng(seed)
     state = ClusterState(gpus)
@@ -208,6 +210,8 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
     while heap:
         now, _, kind, jid, version = heapq.heappop(heap)
         n_events += 1
+        if progress is not None and n_events % progress_every == 0:
+            progress(len(outcomes), total)
         if kind == FINISH:
             r = runs[jid]
             if version != r.version or jid not in state.running:
@@ -219,8 +223,6 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
             refresh(set(r.gpus), now)
             outcomes.append(JobOutcome(jid, r.job.model, r.job.num_gpus, r.job.arrival, r.start, now,
                                        r.job.duration, r.gpus, r.preemptions))
-            if progress is not None and len(outcomes) % 1000 == 0:
-                progress(len(outcomes), total)
         elif kind == ARRIVAL:
             queue[jid] = runs[jid].job
         else:

@@ -34,8 +34,12 @@ class Command(BaseCommand):
             bar.set_postfix_str(msg)
             bar.refresh()
 
-        result = run_simulations(params, report)
-        bar.close()
+        try:
+            result = run_simulations(params, report)
+        except ValueError as err:  # e.g. a job that can never fit the cluster
+            raise CommandError(str(err)) from None
+        finally:
+            bar.close()
         if o["json"]:
             self.stdout.write(json.dumps({"trace": result["trace"], "jobs": result["jobs"], "gpus": result["gpus"],
                                           "policies": {k: v["summary"] for k, v in result["policies"].items()}}))

@@ -71,3 +71,26 @@ def test_demo_step_prints_the_comparison(django_user_model):
         assert f"\n{name} " in text
     exp = Experiment.objects.get(kind="simulation")
     assert exp.state == State.SUCCEEDED and exp.result["jobs"] == 533
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_stops_a_running_simulation(django_user_model, celery_worker_process):
+    """Review P0: cancel used to set cancel_requested while the simulation carried on to the
+    end. The full Philly trace under Horus runs ~20 s here; cancelled once it reports progress
+    from inside the simulation, it must stop there: cancelled, with no per-job outcomes."""
+    from placement.models import SimulationJobOutcome
+
+    alice = django_user_model.objects.create_user("alice", password="pw")
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=alice).key}")
+    r = api.post("/api/v1/experiments/", {"kind": "simulation", "parameters": {
+        "trace": "philly", "policies": ["horus"], "seed": 0}}, format="json")
+    assert r.status_code == 201, r.content
+    pk = r.json()["id"]
+    wait_for(lambda: "jobs done" in Experiment.objects.get(pk=pk).progress_message, timeout=90,
+             what="progress reported from inside the simulation")
+    assert api.post(f"/api/v1/experiments/{pk}/cancel/").status_code in (200, 202)
+    wait_for(lambda: Experiment.objects.get(pk=pk).state == State.CANCELLED, timeout=60, what="cancellation")
+    exp = Experiment.objects.get(pk=pk)
+    assert exp.progress < 100 and exp.result.get("policies") is None
+    assert SimulationJobOutcome.objects.filter(experiment_id=pk).count() == 0

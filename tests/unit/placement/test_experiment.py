@@ -1,4 +1,6 @@
 """Simulation parameters and the Tiresias trace profiled from graph features alone."""
+import re
+
 import pytest
 
 from placement.experiment import SimulationParams, run_simulations
@@ -25,3 +27,64 @@ def test_tiresias60_with_predicted_profiles_on_a_small_cluster():
     assert fifo["jobs"] == horus["jobs"] == 60
     # on 8 GPUs the 60 jobs queue; co-location lets Horus start them sooner
     assert horus["mean_queueing_delay_s"] < fifo["mean_queueing_delay_s"]
+
+
+@pytest.mark.parametrize("trace, cluster, limit, message", [
+    # the review's P0: an unbounded shape used to be accepted and exhaust the worker's memory
+    ("gavel:2869ce", "100000000x100000000", 0, "cluster '100000000x100000000': at most 10000 nodes"),
+    ("gavel:2869ce", "10001x1", 0, "cluster '10001x1': at most 10000 nodes"),
+    ("gavel:2869ce", "4x17", 0, "cluster '4x17': at most 16 GPUs per node"),
+    ("gavel:2869ce", "10000x16", 0, "cluster '10000x16': 160000 GPUs, at most 100000 in all"),
+    ("gavel:2869ce", "0x8", 0, "cluster '0x8': needs at least 1 node and 1 GPU per node"),
+    ("gavel:2869ce", "8x0", 0, "cluster '8x0': needs at least 1 node and 1 GPU per node"),
+    # first line of msr_seed0/2869ce.trace: a Transformer on 4 GPUs
+    ("gavel:2869ce", "1x1", 1, "job 0 (Transformer) needs 4 GPUs but the cluster has 1; "
+                               "use at least 4 GPUs in all or leave cluster empty (shaped like the trace)"),
+])
+def test_impossible_cluster_is_rejected_up_front(trace, cluster, limit, message):
+    s = SimulationParams(data={"trace": trace, "cluster": cluster, "limit": limit, "policies": ["fifo"]})
+    assert not s.is_valid()
+    assert s.errors == {"cluster": [message]}
+
+
+@pytest.mark.parametrize("trace, cluster, limit", [
+    ("gavel:2869ce", "1x4", 1),        # job 0 needs exactly 4 GPUs
+    ("gavel:2869ce", "10000x10", 1),   # exactly 100,000 GPUs
+    ("philly", "47x8", 0),             # the Philly bench's 376 V100s
+    ("philly", "", 0),                 # shaped like the trace
+])
+def test_cluster_at_the_bounds_is_accepted(trace, cluster, limit):
+    s = SimulationParams(data={"trace": trace, "cluster": cluster, "limit": limit, "policies": ["fifo"]})
+    assert s.is_valid(), s.errors
+
+
+@pytest.mark.parametrize("cluster, message", [
+    ("0x8", "needs at least 1 node and 1 GPU per node"),
+    ("1x1", "job 0 (Transformer) needs 4 GPUs but the cluster has 1"),
+])
+def test_simulate_command_turns_bad_clusters_into_command_errors(cluster, message):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match=re.escape(message)):
+        call_command("simulate", "--cluster", cluster, "--limit", "1", "--policies", "fifo", "--json")
+
+
+def test_a_cancelling_reporter_stops_the_simulation_before_it_finishes():
+    """The runner must consult the reporter from inside a simulation, not only between policies:
+    with one policy, a reporter that raises on its second call stops the run before any
+    per-job outcomes are produced (before the fix: report(0), whole run, outcomes, report(100))."""
+    from webapp.experiments import ExperimentCancelled
+
+    calls, stored = [], []
+
+    def report(pct, msg):
+        calls.append((pct, msg))
+        if len(calls) == 2:
+            raise ExperimentCancelled("cancelled")
+
+    with pytest.raises(ExperimentCancelled):
+        run_simulations({"trace": "gavel:2869ce", "policies": ["fifo"], "cluster": "", "seed": 0, "limit": 0},
+                        report, lambda policy, jobs: stored.append(policy), report_every_s=0.0)
+    assert stored == []
+    assert calls[0] == (0.0, "simulating fifo (1/1)")
+    assert calls[1][1].startswith("simulating fifo (1/1): ") and calls[1][0] < 100.0
