@@ -11,9 +11,9 @@ from __future__ import annotations
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
-from django.shortcuts import get_object_or_404
 from django.urls import path
 from rest_framework.decorators import api_view, permission_classes
+from rest_framework.exceptions import NotFound
 from rest_framework.permissions import IsAuthenticated
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -48,16 +48,21 @@ def applications(request):
 @extend_schema(responses={(200, "application/yaml"): OpenApiTypes.STR})
 @api_view(["GET"])
 @permission_classes([IsAuthenticated])
-def karmada_yaml(request, pk: int):
-    """The PropagationPolicy YAML of a succeeded federation-plan experiment (owner or staff)."""
+def karmada_yaml(request, pk: str):
+    """The PropagationPolicy YAML of a succeeded federation-plan experiment (owner or staff).
+    A malformed or unknown id is a JSON 404 (DRF ``NotFound``), not Django's HTML page."""
+    if not pk.isdigit():
+        raise NotFound(f"no federation plan with id {pk!r}")
     qs = Experiment.objects.filter(kind="federation-plan", state=State.SUCCEEDED)
     if not request.user.is_staff:
         qs = qs.filter(owner=request.user)
-    exp = get_object_or_404(qs, pk=pk)
+    exp = qs.filter(pk=int(pk)).first()
+    if exp is None:
+        raise NotFound(f"no succeeded federation plan with id {pk} that you may see")
     return HttpResponse(exp.result["karmada_yaml"], content_type="application/yaml")
 
 
 urlpatterns = [
     path("applications/", applications, name="federation-applications"),
-    path("plans/<int:pk>/karmada/", karmada_yaml, name="federation-karmada"),
+    path("plans/<str:pk>/karmada/", karmada_yaml, name="federation-karmada"),
 ]

@@ -14,7 +14,7 @@ def latency_heatmap(names: list[str], rtt_ms: list[list[float]], *, title: str =
 
 
 def degradation_figure(rows: list[dict], sweep: str) -> go.Figure:
-    """Degradation factor (p95 / centralised p95) against RTT (ms) or contention (0-1), one line
+    """Degradation factor (p95 / p95 of the sweep's x=0 baseline, 1.0 at x=0) against RTT (ms) or contention (0-1), one line
     per application; ``sweep`` is ``"latency"`` or ``"contention"``."""
     fig = go.Figure()
     for app in sorted({r["app"] for r in rows}):

@@ -122,10 +122,16 @@ DEMO_CLUSTERS = [
 ]
 
 
+DEMO_BENCHMARK = {"applications": ["hotelReservation"], "latencies_ms": [0.0, 50.0], "contentions": [0.0, 0.5],
+                  "rate_rps": 4.0, "duration_s": 1.0, "compare": True}
+
+
 def federation_demo(*, owner, stdout) -> None:
     """Demo step: plan DeathStarBench hotelReservation over three member clusters with Skyplane
-    inter-region latencies (a ``federation-plan`` experiment run here), then run the plan in the
-    harness for 2 s and print measured latency."""
+    inter-region latencies (a ``federation-plan`` experiment run here), run the plan in the
+    harness for 2 s and print measured latency, then run a small ``federation-benchmark``
+    experiment (:data:`DEMO_BENCHMARK`, about 15 s) owned by ``owner`` so /federation/ shows
+    the degradation curves and the orchestrator-vs-baselines comparison."""
     from federation.backends.harness import run_scenario
     from webapp.services import experiment_create, experiment_run
 
@@ -133,13 +139,24 @@ def federation_demo(*, owner, stdout) -> None:
     exp = experiment_create(owner=owner, kind="federation-plan", parameters=params, name="demo: hotelReservation over 3 regions")
     exp = experiment_run(experiment_id=exp.pk)
     if exp.state != "succeeded":
-        stdout.write(f"federation plan failed: {exp.error.splitlines()[0] if exp.error else exp.state}")
+        stdout.write(f"federation plan failed: {exp.error.splitlines()[0] if exp.error else exp.state}\n")
         return
     res = exp.result
     stdout.write(f"federation: planned {res['application']} over {', '.join(res['federation']['names'])}: expected "
                  f"{res['plan']['cost']['total_ms']:.1f} ms/request (baselines: "
-                 + ", ".join(f"{k} {v['cost']['total_ms']:.1f}" for k, v in res["baselines"].items()) + ")")
+                 + ", ".join(f"{k} {v['cost']['total_ms']:.1f}" for k, v in res["baselines"].items()) + ")\n")
     fed = federation_from_parameters(params)
     r = run_scenario(get_application("hotelReservation"), fed, res["plan"]["replicas"], client="eu-west", rate_rps=4, duration_s=2.0)
     stdout.write(f"federation: harness ran the plan for 2 s: p50 {r.p50_ms:.1f} ms, p95 {r.p95_ms:.1f} ms, {r.ok} requests, "
-                 f"{r.errors} errors; see /federation/")
+                 f"{r.errors} errors\n")
+    bench = experiment_create(owner=owner, kind="federation-benchmark", parameters=DEMO_BENCHMARK,
+                              name="demo: hotelReservation degradation sweep and plan comparison")
+    bench = experiment_run(experiment_id=bench.pk)
+    if bench.state != "succeeded":
+        stdout.write(f"federation benchmark failed: {bench.error.splitlines()[0] if bench.error else bench.state}\n")
+        return
+    s = bench.result["summary"]["hotelReservation"]
+    p95 = {m: v["p95_ms"] for m, v in bench.result["comparisons"][0]["measured"].items()}
+    stdout.write(f"federation: benchmark experiment {bench.pk}: worst latency factor x{s['max_latency_factor']:.2f}, worst contention "
+                 f"factor x{s['max_contention_factor']:.2f}; p95 " + ", ".join(f"{m} {v:.1f} ms" for m, v in p95.items())
+                 + "; see /federation/\n")

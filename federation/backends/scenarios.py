@@ -5,7 +5,10 @@
   (a) the application is spread over two member clusters by Karmada static equal weights and the
   link between them has RTT ``L`` (latency sweep), and (b) it stays in one cluster whose CPU set
   carries injected contention ``rho`` (contention sweep). Degradation factor = p95 / p95 of the
-  centralised baseline measured in the same run.
+  sweep's own x=0 baseline measured in the same run: for the latency sweep the same two-cluster
+  spread with RTT 0 ms, for the contention sweep the centralised, uncontended cluster. The x=0
+  row reuses that baseline measurement, so its factor is exactly 1 by definition (two separate
+  runs of the same scenario differ by a few percent of noise on a shared machine).
 * :func:`compare_plans`: the orchestrator's plan and every baseline's plan deployed in turn on
   the same federation, same load, measured p95.
 
@@ -58,15 +61,18 @@ def _rate(app: Application, rate_rps: float, scale: dict) -> float:
 def degradation_sweep(app_names: list[str], *, latencies_ms: list[float] = (0.0, 20.0, 50.0),
                       contentions: list[float] = (0.0, 0.5, 0.8), rate_rps: float = 4.0, duration_s: float = 2.0,
                       warmup_s: float = 0.3, progress: Progress | None = None) -> list[dict]:
-    """Rows ``{app, kind, sweep: "latency"|"contention", x, p50_ms, p95_ms, central_p95_ms,
-    factor, errors}``; ``x`` is RTT in ms or contention 0-1."""
+    """Rows ``{app, kind, sweep: "latency"|"contention", x, p50_ms, p95_ms, baseline_p95_ms,
+    central_p95_ms, factor, errors}``; ``x`` is RTT in ms or contention 0-1; ``factor`` =
+    ``p95_ms / baseline_p95_ms`` where the baseline is the sweep's x=0 scenario (module
+    docstring), measured once per application and reused for the x=0 row (factor 1.0).
+    Raises :class:`FederationError` for a contention outside [0, 1) or a negative RTT."""
     for c in contentions:
         if not 0.0 <= c < 1.0:
             raise FederationError(f"contention must be in [0, 1), got {c}")
     if any(l < 0 for l in latencies_ms):
         raise FederationError("latencies must be >= 0 ms")
     apps = [get_application(n) for n in app_names]
-    total = len(apps) * (1 + len(latencies_ms) + len(contentions))
+    total = len(apps) * (2 + len(latencies_ms) + len(contentions))
     done = 0
     rows: list[dict] = []
 
@@ -86,19 +92,24 @@ def degradation_sweep(app_names: list[str], *, latencies_ms: list[float] = (0.0,
                               [[1e4, 1e4], [1e4, 1e4]])
 
         kw = dict(rate_rps=rate, duration_s=duration_s, warmup_s=warmup_s, client="A", cpu_map={"A": [0], "B": [1]}, **sc)
-        central = run_scenario(app, fed2(0.0), one, **kw)
+        central = run_scenario(app, fed2(0.0), one, **kw)  # contention baseline (x = 0)
         tick(f"{app.name}: centralised p95 {central.p95_ms:.1f} ms")
+        spread0 = run_scenario(app, fed2(0.0), orch.plan_karmada_static(app, fed2(0.0)).replicas, **kw)  # latency baseline
+        tick(f"{app.name}: spread at RTT 0 ms p95 {spread0.p95_ms:.1f} ms")
+
+        def row(sweep: str, x: float, r, base) -> dict:
+            return {"app": app.name, "kind": app.kind, "sweep": sweep, "x": x, "p50_ms": r.p50_ms, "p95_ms": r.p95_ms,
+                    "baseline_p95_ms": base.p95_ms, "central_p95_ms": central.p95_ms,
+                    "factor": r.p95_ms / base.p95_ms, "errors": r.errors}
+
         for L in latencies_ms:
             f = fed2(L)
-            spread = orch.plan_karmada_static(app, f).replicas
-            r = run_scenario(app, f, spread, **kw)
-            rows.append({"app": app.name, "kind": app.kind, "sweep": "latency", "x": L, "p50_ms": r.p50_ms, "p95_ms": r.p95_ms,
-                         "central_p95_ms": central.p95_ms, "factor": r.p95_ms / central.p95_ms, "errors": r.errors})
+            r = spread0 if L == 0 else run_scenario(app, f, orch.plan_karmada_static(app, f).replicas, **kw)
+            rows.append(row("latency", L, r, spread0))
             tick(f"{app.name}: RTT {L:g} ms -> x{rows[-1]['factor']:.2f}")
         for rho in contentions:
-            r = run_scenario(app, fed2(0.0, rho), one, **kw)
-            rows.append({"app": app.name, "kind": app.kind, "sweep": "contention", "x": rho, "p50_ms": r.p50_ms, "p95_ms": r.p95_ms,
-                         "central_p95_ms": central.p95_ms, "factor": r.p95_ms / central.p95_ms, "errors": r.errors})
+            r = central if rho == 0 else run_scenario(app, fed2(0.0, rho), one, **kw)
+            rows.append(row("contention", rho, r, central))
             tick(f"{app.name}: contention {rho:g} -> x{rows[-1]['factor']:.2f}")
     return rows
 

@@ -5,7 +5,7 @@ Units: CPU in cores, contention as a fraction 0-1 of a cluster's CPU taken by ot
 latency as round-trip time (RTT) in milliseconds, bandwidth in Mbit/s, CPU work in
 milliseconds per call, payload in bytes per call (request plus response).
 
-Pure Python + numpy (no Django): see DESIGN.md "Boundaries".
+Pure Python + numpy (no Django), so the model can be tested and reused outside the web app.
 """
 from __future__ import annotations
 

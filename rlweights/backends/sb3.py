@@ -117,12 +117,20 @@ def save_policy(model, path: str | Path, cfg: PPOConfig, extra: dict | None = No
 
 
 def load_policy(path: str | Path):
-    """Load ``(model, meta)`` saved by :func:`save_policy`. Raises ``FileNotFoundError`` and
+    """Load ``(model, meta)`` saved by :func:`save_policy`; ``path`` with or without ``.zip``.
+    Raises ``FileNotFoundError`` naming the path the caller gave when the policy is missing (and
+    the companion ``.json`` only when the ``.zip`` exists but its metadata does not), and
     ``ValueError`` (plugin order differs from this code's)."""
     from stable_baselines3 import PPO
 
-    path = Path(path).with_suffix("")
-    meta = json.loads(Path(str(path) + ".json").read_text())
+    given = Path(path)
+    path = given.with_suffix("") if given.suffix == ".zip" else given
+    zip_path, json_path = Path(str(path) + ".zip"), Path(str(path) + ".json")
+    if not zip_path.is_file():
+        raise FileNotFoundError(f"no policy at {str(given)!r}" + (f" (looked for {str(zip_path)!r})" if zip_path != given else ""))
+    if not json_path.is_file():
+        raise FileNotFoundError(f"policy {str(zip_path)!r} has no metadata file {str(json_path)!r} (save_policy writes both)")
+    meta = json.loads(json_path.read_text())
     if meta.get("plugins") != list(SCORE_PLUGIN_NAMES):
         raise ValueError(f"policy {path} was trained for plugins {meta.get('plugins')}, not {list(SCORE_PLUGIN_NAMES)}")
     model = PPO.load(str(path) + ".zip", device="cpu")

@@ -55,6 +55,7 @@ class Command(BaseCommand):
             p.validate()
         except ValueError as err:
             raise CommandError(str(err)) from None
+        user = self._owner(o["owner"]) if o["record"] else None
         bar = tqdm(total=100, unit="%", disable=None)
 
         def progress(pct, msg):
@@ -69,7 +70,7 @@ class Command(BaseCommand):
         finally:
             bar.close()
         if o["record"]:
-            self._record(result, p, o["owner"])
+            self._record(result, p, user)
         s = result["summary"]
         if o["json"]:
             out = {k: result[k] for k in ("mode", "learned_weights", "train_wall_s", "env_steps_per_s", "wall_s", "test_scenarios")}
@@ -83,18 +84,26 @@ class Command(BaseCommand):
         self.stdout.write("learned weights: " + json.dumps(result["learned_weights"]))
         self.stdout.write(result["kube_scheduler_configuration"])
 
-    def _record(self, result, p, owner):
-        from dataclasses import asdict
+    @staticmethod
+    def _owner(owner):
+        """The user owning the recorded experiment; checked before any learning starts."""
+        User = get_user_model()
+        if owner:
+            user = User.objects.filter(username=owner).first()
+            if user is None:
+                raise CommandError(f"no user named {owner!r} (create it, or use the demo operator: --owner operator after `make demo`)")
+        else:
+            user = User.objects.filter(is_superuser=True).first()
+            if user is None:
+                raise CommandError("--record needs --owner USERNAME or a superuser")
+        return user
 
+    def _record(self, result, p, user):
         from webapp.models import Experiment
         from webapp.states import State
 
         from rlweights.services import weight_learning_store
 
-        User = get_user_model()
-        user = User.objects.filter(username=owner).first() if owner else User.objects.filter(is_superuser=True).first()
-        if user is None:
-            raise CommandError("--record needs --owner USERNAME or a superuser")
         exp = Experiment.objects.create(owner=user, kind="weight-learning", name="learn_weights",
                                         parameters={f.name: getattr(p, f.name) for f in fields(p)})
         exp.transition_to(State.RUNNING)

@@ -9,6 +9,7 @@ import psutil
 import pytest
 import yaml
 from django.core.management import call_command
+from django.test import Client
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -138,4 +139,38 @@ def test_demo_step_plans_and_runs_the_harness(user):
     exp = Experiment.objects.get(kind="federation-plan", owner=user)
     assert exp.state == State.SUCCEEDED
     assert exp.result["federation"]["rtt_ms"][0][2] == pytest.approx(84.933)  # Skyplane eu-west-1 <-> us-east-1
+    bench = Experiment.objects.get(kind="federation-benchmark", owner=user)
+    assert bench.state == State.SUCCEEDED
+    # 2 latencies + 2 contentions for one application; the comparison runs the orchestrator and 3 baselines
+    assert len(bench.result["degradation"]) == 4
+    assert set(bench.result["comparisons"][0]["measured"]) == {"orchestrator", "all-in-one", "karmada-static", "karmada-dynamic"}
+    assert "see /federation/" in text
     assert {p.pid for p in harness_procs()} - before == set()
+    client = Client()
+    client.force_login(user)
+    page = client.get("/federation/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="fed-deg-latency"' in html and 'id="fed-deg-contention"' in html
+    assert "No federation benchmark yet" not in html and "No federation plan yet" not in html
+
+
+def test_degradation_factor_at_x0_is_exactly_one():
+    from federation.backends.scenarios import degradation_sweep
+
+    rows = degradation_sweep(["inference"], latencies_ms=[0.0, 30.0], contentions=[0.0], duration_s=0.6)
+    by = {(r["sweep"], r["x"]): r for r in rows}
+    # x = 0 is the sweep's baseline itself: factor 1 by definition, not a second noisy run
+    assert by[("latency", 0.0)]["factor"] == 1.0
+    assert by[("contention", 0.0)]["factor"] == 1.0
+    assert by[("contention", 0.0)]["baseline_p95_ms"] == by[("contention", 0.0)]["central_p95_ms"]
+    assert by[("latency", 30.0)]["baseline_p95_ms"] == by[("latency", 0.0)]["p95_ms"]
+    assert by[("latency", 30.0)]["factor"] > 1.0  # 30 ms RTT on a cross-cluster call path
+
+
+@pytest.mark.parametrize("pk", ["abc", "999999"])
+def test_karmada_yaml_bad_or_unknown_id_is_a_json_404(api, pk):
+    resp = api.get(f"/api/v1/federation/plans/{pk}/karmada/")
+    assert resp.status_code == 404
+    assert resp["Content-Type"].startswith("application/json")
+    assert "no" in resp.json()["detail"]

@@ -119,3 +119,44 @@ def test_evaluate_shipped_policy_on_registered_cluster(user):
     with pytest.raises(Exception) as err:
         experiment_create(owner=user, kind="weight-learning", parameters={"mode": "evaluate", "cluster_id": 999999})
     assert "no cluster" in str(err.value)
+
+
+@pytest.mark.django_db
+def test_demo_step_records_an_experiment_the_dashboard_shows(user, client):
+    from rlweights.demo import run_demo
+    from webapp.demo import demo_steps
+
+    assert "rlweights" in [s.name for s in demo_steps()]
+    out = StringIO()
+    run_demo(owner=user, stdout=out)
+    text = out.getvalue()
+    assert "azure2021-sample-x10" in text and "ppo" in text and "tpe" in text
+    yaml_part = text[text.index("apiVersion:"):text.index("  (dashboard")]
+    assert yaml.safe_load(yaml_part)["kind"] == "KubeSchedulerConfiguration"
+    exp = Experiment.objects.get(owner=user, kind="weight-learning")
+    assert exp.state == State.SUCCEEDED
+    assert set(exp.result["summary"]["methods"]) == {"equal", "kube-default", "random-search", "hill-climbing", "tpe", "ppo"}
+    assert WeightStep.objects.filter(experiment=exp).count() == 10  # budget 10: equal + 9 policy steps
+    client.force_login(user)
+    page = client.get("/rlweights/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "No succeeded weight-learning experiment yet" not in html
+    assert 'id="rlw-compare"' in html and 'id="rlw-steps"' in html
+
+
+@pytest.mark.django_db
+def test_learn_weights_record_unknown_owner_is_refused_before_running(user):
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="no user named 'alice'"):
+        call_command("learn_weights", "--mode", "evaluate", "--record", "--owner", "alice", stdout=StringIO(), stderr=StringIO())
+    assert not Experiment.objects.filter(kind="weight-learning").exists()
+
+
+def test_learn_weights_missing_policy_names_the_given_path():
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError) as err:
+        call_command("learn_weights", "--mode", "evaluate", "--policy", "/tmp/nope-tandem.zip", stdout=StringIO(), stderr=StringIO())
+    assert "'/tmp/nope-tandem.zip'" in str(err.value) and ".json" not in str(err.value)

@@ -39,6 +39,7 @@ def test_train_save_load_and_run_policy(tmp_path):
 
 def test_load_policy_rejects_other_plugin_order(tmp_path):
     (tmp_path / "p.json").write_text(json.dumps({"plugins": ["ImageLocality"], "config": {}}))
+    (tmp_path / "p.zip").write_bytes(b"PK")  # present, so the metadata check is what fails
     with pytest.raises(ValueError):
         load_policy(tmp_path / "p")
 
@@ -84,15 +85,11 @@ def test_figures_are_pure_and_complete():
     assert figures.learning_curve_figure([]).data[0].x == ()
 
 
-def test_demo_step_runs_shipped_policy_and_prints_yaml():
-    import yaml
-
-    from rlweights.demo import run_demo
-
-    out = io.StringIO()
-    r = run_demo(stdout=out)
-    text = out.getvalue()
-    assert "azure2021-sample-x10" in text and "ppo" in text and "tpe" in text
-    yaml_part = text[text.index("apiVersion:"):text.index("  (dashboard")]
-    assert yaml.safe_load(yaml_part)["kind"] == "KubeSchedulerConfiguration"
-    assert set(r["summary"]["methods"]) == {"equal", "kube-default", "random-search", "hill-climbing", "tpe", "ppo"}
+def test_missing_policy_error_names_the_path_given(tmp_path):
+    with pytest.raises(FileNotFoundError) as err:
+        load_policy(tmp_path / "nope.zip")
+    assert str(tmp_path / "nope.zip") in str(err.value) and ".json" not in str(err.value)
+    (tmp_path / "half.zip").write_bytes(b"PK")  # the zip exists, its metadata does not
+    with pytest.raises(FileNotFoundError) as err:
+        load_policy(tmp_path / "half")
+    assert f"has no metadata file '{tmp_path / 'half.json'}'" in str(err.value)
