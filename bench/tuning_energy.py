@@ -3,7 +3,7 @@ final latency, side by side in one run (issue 6).
 
 For each model (torchvision resnet18 and mobilenet_v2, batch 1, 3x224x224, random weights:
 latency does not depend on weight values) the script imports the model through
-``torch.export`` into TVM Relax, runs the passes DESIGN.md names (DecomposeOpsForInference,
+``torch.export`` into TVM Relax, runs the passes TVM 0.27 needs before extract_tasks (DecomposeOpsForInference,
 CanonicalizeBindings, the zero pipeline) and extracts MetaSchedule tuning tasks. A full model
 (about 20 tasks) does not fit on a shared 2-core machine in the time available, so the benchmark
 tunes a **documented fixed subset**: the ``--tasks`` heaviest tasks by ``weight * FLOP`` (FLOP
@@ -46,7 +46,7 @@ os.chdir(REPO)  # builder/runner worker processes import tuning.backends.compone
 
 
 def host_target(num_threads: int) -> dict:
-    """LLVM target naming the host CPU (DESIGN.md fact 2: without mcpu only SSE2 is used)."""
+    """LLVM target naming the host CPU (without mcpu, LLVM emits SSE2-only code; see README "Tuning")."""
     from tvm.target import codegen
 
     mcpu = codegen.llvm_get_system_cpu()

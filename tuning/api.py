@@ -15,6 +15,8 @@ from rest_framework import permissions, serializers, status
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, inline_serializer
 
 from webapp.models import Experiment
 
@@ -93,6 +95,10 @@ class TuningParameters(serializers.Serializer):
         return attrs
 
 
+_OnnxUpload = inline_serializer("OnnxUpload", fields={"file": serializers.FileField()})
+
+
+@extend_schema(request={"multipart/form-data": _OnnxUpload}, responses={201: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT})
 class OnnxUploadView(APIView):
     """Upload an ONNX model (multipart field ``file``); it is parsed (never unpickled) and
     imported into Relax before being stored; a failing import returns 400 naming the cause."""
@@ -106,14 +112,21 @@ class OnnxUploadView(APIView):
 
         f = request.FILES.get("file")
         if f is None:
-            return Response({"file": "required"}, status=status.HTTP_400_BAD_REQUEST)
+            return Response({"file": ["required"]}, status=status.HTTP_400_BAD_REQUEST)
+        from django.conf import settings
+
+        if f.size > settings.MAX_UPLOAD_MIB * 1024 * 1024:
+            return Response({"file": [f"{f.size / 2**20:.1f} MiB is over the upload limit of "
+                                      f"{settings.MAX_UPLOAD_MIB} MiB (TANDEM_MAX_UPLOAD_MIB)"]},
+                            status=status.HTTP_400_BAD_REQUEST)
         try:
             info = onnx_upload_store(data=f.read())
         except (ModelImportError, ValueError) as err:
-            return Response({"file": str(err)}, status=status.HTTP_400_BAD_REQUEST)
+            return Response({"file": [str(err)]}, status=status.HTTP_400_BAD_REQUEST)
         return Response(info, status=status.HTTP_201_CREATED)
 
 
+@extend_schema(responses={200: OpenApiTypes.OBJECT})
 class TuningExperimentView(APIView):
     """Tasks, rounds and result of a tuning experiment (owner or staff)."""
 

@@ -5,7 +5,7 @@ runner ``"local"``
     MetaSchedule's ``LocalBuilder`` + ``LocalRunner``. The runner's worker process sets
     ``TVM_NUM_THREADS`` to ``setup.num_threads`` before it loads any kernel: with it unset the
     TVM runtime uses half the cores here, so candidates would be measured single-threaded on a
-    2-core machine (DESIGN.md, TVM 0.27 notes, fact 1). Options (``setup.options``):
+    2-core machine (measured here: with TVM_NUM_THREADS unset the runtime uses half the cores). Options (``setup.options``):
     ``builder_workers`` (default ``setup.num_threads``), ``build_timeout_s`` (300: a fresh
     builder worker pays ~15 s importing TVM before its first build, much more on a loaded machine),
     ``run_timeout_s`` (60), ``number`` (3), ``repeat`` (1), ``min_repeat_ms`` (100),

@@ -61,7 +61,10 @@ def test_onnx_upload_then_tuning_experiment(api, settings, tmp_path):
     upload = resp.json()
     assert [1, 3, 224, 224] in upload["inputs"]
     bad = api.post("/api/v1/tuning/onnx/", {"file": SimpleUploadedFile("x.onnx", b"\x01garbage")}, format="multipart")
-    assert bad.status_code == 400 and "not a valid ONNX model" in bad.json()["file"]
+    assert bad.status_code == 400 and "not a valid ONNX model" in bad.json()["file"][0]
+    settings.MAX_UPLOAD_MIB = 0  # every non-empty file is then over the limit
+    big = api.post("/api/v1/tuning/onnx/", {"file": SimpleUploadedFile("m2.onnx", data)}, format="multipart")
+    assert big.status_code == 400 and "over the upload limit of 0 MiB" in big.json()["file"][0]
     assert len(list((tmp_path / "tuning" / "uploads").glob("*.onnx"))) == 1
 
 
