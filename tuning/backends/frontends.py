@@ -11,8 +11,8 @@ Sources:
   ``tvm.relax.frontend.onnx.from_onnx``.
 
 Before task extraction the module goes through the passes TVM 0.27 needs for
-``relax_integration.extract_tasks`` to see the operators as TIR workloads
-: ``DecomposeOpsForInference``, ``CanonicalizeBindings`` and the ``zero`` pipeline
+``relax_integration.extract_tasks`` to see the operators as TIR workloads:
+``DecomposeOpsForInference``, ``CanonicalizeBindings`` and the ``zero`` pipeline
 (legalise to TIR, fuse, annotate).
 
 Errors: every import failure is a :class:`ModelImportError` naming the operator or the cause.
