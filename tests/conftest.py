@@ -159,3 +159,13 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 120.0, interval: fl
             return
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def token_client(user):
+    """A DRF ``APIClient`` authenticated with a fresh token of ``user`` (as a script would be)."""
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.get_or_create(user=user)[0].key}")
+    return client

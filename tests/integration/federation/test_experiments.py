@@ -10,12 +10,12 @@ import pytest
 import yaml
 from django.core.management import call_command
 from django.test import Client
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from tests.conftest import wait_for
 from webapp.models import Cluster, Experiment, Node
 from webapp.states import State
+from tests.conftest import token_client
 
 pytestmark = pytest.mark.integration
 
@@ -33,8 +33,7 @@ def user(django_user_model):
 
 @pytest.fixture
 def api(user):
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client = token_client(user)
     return client
 
 

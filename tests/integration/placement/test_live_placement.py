@@ -4,13 +4,13 @@ places them when capacity frees; decisions are visible in the placement API."""
 from __future__ import annotations
 
 import pytest
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from placement.models import PlacementDecision
 from tests.conftest import wait_for
 from webapp.models import Cluster, GPUDevice, Job, Node
 from webapp.states import State
+from tests.conftest import token_client
 
 pytestmark = [pytest.mark.integration]
 
@@ -22,8 +22,7 @@ def alice(django_user_model):
 
 @pytest.fixture
 def api(alice):
-    c = APIClient()
-    c.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=alice).key}")
+    c = token_client(alice)
     return c
 
 

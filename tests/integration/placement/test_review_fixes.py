@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 from django.test import Client
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from placement.models import PlacementDecision
 from webapp.models import Cluster, Experiment, GPUDevice, Job, Node
+from tests.conftest import token_client
 
 pytestmark = [pytest.mark.integration]
 
@@ -21,8 +21,7 @@ def alice(django_user_model):
 
 @pytest.fixture
 def api(alice):
-    c = APIClient()
-    c.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=alice).key}")
+    c = token_client(alice)
     return c
 
 

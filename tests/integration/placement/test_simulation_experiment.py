@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 from django.test import Client
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from tests.conftest import wait_for
 from webapp.models import Experiment
 from webapp.states import State
+from tests.conftest import token_client
 
 pytestmark = [pytest.mark.integration]
 
@@ -17,8 +16,7 @@ pytestmark = [pytest.mark.integration]
 @pytest.mark.django_db(transaction=True)
 def test_simulation_experiment_end_to_end(django_user_model, celery_worker_process):
     alice = django_user_model.objects.create_user("alice", password="pw")
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=alice).key}")
+    api = token_client(alice)
     bad = api.post("/api/v1/experiments/", {"kind": "simulation", "parameters": {
         "trace": "gavel:nope", "policies": ["horus", "lottery"], "cluster": "4 by 8"}}, format="json")
     assert bad.status_code == 400
@@ -81,8 +79,7 @@ def test_cancel_stops_a_running_simulation(django_user_model, celery_worker_proc
     from placement.models import SimulationJobOutcome
 
     alice = django_user_model.objects.create_user("alice", password="pw")
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=alice).key}")
+    api = token_client(alice)
     r = api.post("/api/v1/experiments/", {"kind": "simulation", "parameters": {
         "trace": "philly", "policies": ["horus"], "seed": 0}}, format="json")
     assert r.status_code == 201, r.content

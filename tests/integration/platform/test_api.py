@@ -3,19 +3,17 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from webapp.models import Cluster, Experiment, GPUDevice, Job, Node
 from webapp.states import State
+from tests.conftest import token_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
 
 def _client(user) -> APIClient:
-    c = APIClient()
-    c.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
-    return c
+    return token_client(user)
 
 
 @pytest.fixture

@@ -5,12 +5,11 @@ import os
 import signal
 
 import pytest
-from rest_framework.authtoken.models import Token
-from rest_framework.test import APIClient
 
 from tests.conftest import wait_for
 from webapp.models import Experiment, Job
 from webapp.states import State
+from tests.conftest import token_client
 
 pytestmark = pytest.mark.integration
 
@@ -22,8 +21,7 @@ def user(django_user_model):
 
 @pytest.fixture
 def api(user):
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client = token_client(user)
     return client
 
 

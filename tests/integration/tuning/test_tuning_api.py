@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from webapp.experiments import get_experiment_kind
 from webapp.models import Experiment
+from tests.conftest import token_client
 
 pytestmark = pytest.mark.integration
 
@@ -23,8 +23,7 @@ def user(django_user_model):
 
 @pytest.fixture
 def api(user):
-    c = APIClient()
-    c.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    c = token_client(user)
     return c
 
 
