@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
@@ -289,13 +290,14 @@ class ClusterState:
 
 # --------------------------------------------------------------------------- filter plugins
 
-class FilterPlugin:
+class FilterPlugin(ABC):
     """A filter plugin: ``feasible(pod, state) -> bool array (n,)``."""
 
     name = ""
 
-    def feasible(self, pod: Pod, state: ClusterState) -> np.ndarray:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abstractmethod
+    def feasible(self, pod: Pod, state: ClusterState) -> np.ndarray:
+        """Bool array (n,) over ``state.nodes``: True where the node can take ``pod``."""
 
 
 def _cached(state: ClusterState, key: tuple, pod: Pod, compute):
@@ -358,14 +360,15 @@ class NodeAffinityFilter(FilterPlugin):
 
 # --------------------------------------------------------------------------- score plugins
 
-class ScorePlugin:
+class ScorePlugin(ABC):
     """A score plugin: ``score(pod, state, idx) -> int64 array`` for the feasible nodes ``idx``
     (indices into ``state.nodes``), already normalised to 0..100 (``MAX_NODE_SCORE``)."""
 
     name = ""
 
-    def score(self, pod: Pod, state: ClusterState, idx: np.ndarray) -> np.ndarray:  # pragma: no cover
-        raise NotImplementedError
+    @abstractmethod
+    def score(self, pod: Pod, state: ClusterState, idx: np.ndarray) -> np.ndarray:
+        """int64 array (len(idx),) of node scores in 0..MAX_NODE_SCORE for the feasible nodes ``idx``."""
 
 
 def default_normalize(scores: np.ndarray, reverse: bool = False) -> np.ndarray:

@@ -31,6 +31,7 @@ import os
 import re
 import threading
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -65,7 +66,7 @@ class EnergyReading:
         return EnergyReading(self.joules - other.joules, self.seconds - other.seconds, self.source, self.measured)
 
 
-class EnergyMeter:
+class EnergyMeter(ABC):
     """Cumulative energy since construction from one counter function.
 
     ``counter()`` returns a raw monotone-ish cumulative value in joules (subclasses handle
@@ -85,8 +86,9 @@ class EnergyMeter:
         """Human-readable description of what is read (e.g. the RAPL files or the assumed watts)."""
         return self.source
 
-    def _counter_joules(self) -> float:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _counter_joules(self) -> float:
+        """Cumulative energy counter in joules (any origin; :meth:`read` subtracts the start value)."""
 
     def read(self) -> EnergyReading:
         """Energy (joules) and wall time (seconds) since the meter started, with the source label."""
