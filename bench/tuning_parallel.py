@@ -185,9 +185,11 @@ def build_best_kernels(database, extracted, selected, target, out_dir: Path) -> 
     return kernels
 
 
-def _time_kernels_here(spec: list[dict], repeats: int) -> list[float]:
-    """(Subprocess side.) Median seconds of each kernel: ``repeats`` repeats of >= 50 ms each after
-    a warm-up, on random inputs, with the thread count the parent set."""
+def _time_kernels_here(spec: list[list[dict]], repeats: int) -> list[list[float]]:
+    """(Subprocess side.) ``spec``: one list of kernels per arm. Takes ``repeats`` samples of every
+    kernel, each one timed repeat of >= 50 ms after a warm-up run, visiting the arms in
+    alternating order (A B, B A, ...) so that load drift hits every arm alike. Returns the median
+    seconds per kernel, one list per arm."""
     import statistics
 
     import tvm
@@ -195,18 +197,27 @@ def _time_kernels_here(spec: list[dict], repeats: int) -> list[float]:
 
     dev = tvm.cpu(0)
     f_fill = tvm.get_global_func("tvm.contrib.random.random_fill_for_measure")
-    out = []
-    for k in spec:
-        mod = tvm.runtime.load_module(k["lib"])
-        args = alloc_argument_common(f_fill, dev, k["args_info"], 1)[0]
-        res = mod.time_evaluator(mod.entry_name, dev, number=1, repeat=repeats, min_repeat_ms=50)(*args)
-        out.append(float(statistics.median(res.results)))
-    return out
+    evaluators = []
+    for arm in spec:
+        evs = []
+        for k in arm:
+            mod = tvm.runtime.load_module(k["lib"])
+            args = alloc_argument_common(f_fill, dev, k["args_info"], 1)[0]
+            evs.append((mod.time_evaluator(mod.entry_name, dev, number=1, repeat=1, min_repeat_ms=50), args))
+        evaluators.append(evs)
+    samples = [[[] for _ in arm] for arm in spec]
+    for r in range(repeats):
+        arms = list(range(len(spec)))
+        for a in (arms if r % 2 == 0 else arms[::-1]):
+            for j, (ev, args) in enumerate(evaluators[a]):
+                samples[a][j].append(float(ev(*args).mean))
+    return [[float(statistics.median(x)) for x in arm] for arm in samples]
 
 
-def time_kernels(kernels: list[dict], threads: int, repeats: int) -> list[float]:
-    """Median seconds of each kernel of :func:`build_best_kernels`, in a fresh subprocess with
-    ``threads`` TVM threads. Raises ``RuntimeError`` with its stderr on failure."""
+def time_kernels(kernels: list[list[dict]], threads: int, repeats: int) -> list[list[float]]:
+    """Median seconds of every kernel of :func:`build_best_kernels`, one list per arm, measured in
+    ONE fresh subprocess with ``threads`` TVM threads, arms interleaved (see
+    :func:`_time_kernels_here`). Raises ``RuntimeError`` with its stderr on failure."""
     env = dict(os.environ, TVM_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
     proc = subprocess.run([sys.executable, __file__, "--time-kernels", json.dumps(kernels), "--repeats", str(repeats)],
                           env=env, capture_output=True, text=True, timeout=1800)
@@ -230,7 +241,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default=str(REPO / "bench" / "out" / "tuning_parallel.csv"))
     args = ap.parse_args(argv)
     if args.time_kernels is not None:
-        print(json.dumps(_time_kernels_here(json.loads(args.time_kernels), args.repeats)))
+        spec = json.loads(args.time_kernels)
+        if spec and isinstance(spec[0], dict):  # one arm, a flat list (the 18e069d calling convention)
+            print(json.dumps(_time_kernels_here([spec], args.repeats)[0]))
+        else:
+            print(json.dumps(_time_kernels_here(spec, args.repeats)))
         return
 
     import django
@@ -280,7 +295,9 @@ def main(argv: list[str] | None = None) -> None:
                 lat = measure_in_subprocess("tvm", str(libs[runner_name]), model.input_shapes, model.input_dtypes,
                                             threads=threads, repeats=args.repeats, device="cpu")
                 e2e[runner_name].append(lat["median_s"])
-                med = time_kernels(kernels[runner_name], threads, args.repeats)
+            # tuned subset: both arms' kernels in one subprocess, interleaved
+            meds = time_kernels([kernels[rn] for rn in pass_order], threads, args.repeats)
+            for runner_name, med in zip(pass_order, meds):
                 subset[runner_name].append(sum(k["weight"] * m for k, m in zip(kernels[runner_name], med)))
                 for k, m in zip(kernels[runner_name], med):
                     k.setdefault("median_s", []).append(m)
