@@ -241,11 +241,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default=str(REPO / "bench" / "out" / "tuning_parallel.csv"))
     args = ap.parse_args(argv)
     if args.time_kernels is not None:
-        spec = json.loads(args.time_kernels)
-        if spec and isinstance(spec[0], dict):  # one arm, a flat list (the 18e069d calling convention)
-            print(json.dumps(_time_kernels_here([spec], args.repeats)[0]))
-        else:
-            print(json.dumps(_time_kernels_here(spec, args.repeats)))
+        print(json.dumps(_time_kernels_here(json.loads(args.time_kernels), args.repeats)))
         return
 
     import django
