@@ -25,6 +25,7 @@ import argparse
 import csv
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -91,6 +92,25 @@ def _phase_timers():
     return TB, TR, totals
 
 
+def warm_parent(extracted, selected, threads: int, seed: int, work_dir: Path) -> float:
+    """Pay the tuning process's one-time costs before either arm is timed: importing TVM's tensor
+    intrinsics (which MetaSchedule's task initialisation does on first use; 80-95 s on this loaded
+    2-core machine, otherwise charged to the search of whichever arm tunes first) and xgboost,
+    and generating the selected tasks' design spaces once. A long-lived tuning worker pays these
+    once per process, not per tuning. Returns the seconds it took."""
+    from tvm.s_tir import meta_schedule as ms
+
+    t0 = time.perf_counter()
+    import tvm.s_tir.tensor_intrin  # noqa: F401
+    import xgboost  # noqa: F401
+
+    contexts, _ = ms.relax_integration.extracted_tasks_to_tune_contexts(
+        [extracted[i] for i in selected], str(work_dir), num_threads=threads, seed=seed)
+    for ctx in contexts:
+        ctx.space_generator.generate_design_space(ctx.mod)
+    return time.perf_counter() - t0
+
+
 def tune_once(runner_name: str, extracted, selected, target, threads, args, work_dir: Path) -> dict:
     """Tune ``selected`` tasks with runner ``runner_name``; returns timings, split, database."""
     from tvm.s_tir import meta_schedule as ms
@@ -140,19 +160,89 @@ def tune_once(runner_name: str, extracted, selected, target, threads, args, work
             "dop_per_round": [r.details.get("doppler", {}).get("dop") for r in rounds] if runner_name == "doppler" else None}
 
 
+def build_best_kernels(database, extracted, selected, target, out_dir: Path) -> list[dict]:
+    """For each selected task, the best schedule in ``database`` built into ``out_dir`` as a shared
+    library (as MetaSchedule's builder does). Returns ``[{"task", "weight", "lib", "args_info"}]``;
+    a task without a record is left out (raises nothing)."""
+    import tvm
+    from tvm.driver import build as tvm_build
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tvm_target = tvm.target.Target(target)
+    kernels = []
+    for i in selected:
+        task = extracted[i]
+        sch = database.query_schedule(task.dispatched[0], tvm_target, workload_name="main")
+        if sch is None:
+            continue
+        mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(sch.mod)
+        lib = out_dir / f"task{i}.so"
+        tvm_build(mod, target=tvm_target).export_library(str(lib))
+        kernels.append({"task": task.task_name, "weight": int(task.weight), "lib": str(lib),
+                        "args_info": [a.as_json() for a in ArgInfo.from_prim_func(sch.mod["main"])]})
+    return kernels
+
+
+def _time_kernels_here(spec: list[list[dict]], repeats: int) -> list[list[float]]:
+    """(Subprocess side.) ``spec``: one list of kernels per arm. Takes ``repeats`` samples of every
+    kernel, each one timed repeat of >= 50 ms after a warm-up run, visiting the arms in
+    alternating order (A B, B A, ...) so that load drift hits every arm alike. Returns the median
+    seconds per kernel, one list per arm."""
+    import statistics
+
+    import tvm
+    from tvm.s_tir.meta_schedule.runner.utils import alloc_argument_common
+
+    dev = tvm.cpu(0)
+    f_fill = tvm.get_global_func("tvm.contrib.random.random_fill_for_measure")
+    evaluators = []
+    for arm in spec:
+        evs = []
+        for k in arm:
+            mod = tvm.runtime.load_module(k["lib"])
+            args = alloc_argument_common(f_fill, dev, k["args_info"], 1)[0]
+            evs.append((mod.time_evaluator(mod.entry_name, dev, number=1, repeat=1, min_repeat_ms=50), args))
+        evaluators.append(evs)
+    samples = [[[] for _ in arm] for arm in spec]
+    for r in range(repeats):
+        arms = list(range(len(spec)))
+        for a in (arms if r % 2 == 0 else arms[::-1]):
+            for j, (ev, args) in enumerate(evaluators[a]):
+                samples[a][j].append(float(ev(*args).mean))
+    return [[float(statistics.median(x)) for x in arm] for arm in samples]
+
+
+def time_kernels(kernels: list[list[dict]], threads: int, repeats: int) -> list[list[float]]:
+    """Median seconds of every kernel of :func:`build_best_kernels`, one list per arm, measured in
+    ONE fresh subprocess with ``threads`` TVM threads, arms interleaved (see
+    :func:`_time_kernels_here`). Raises ``RuntimeError`` with its stderr on failure."""
+    env = dict(os.environ, TVM_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    proc = subprocess.run([sys.executable, __file__, "--time-kernels", json.dumps(kernels), "--repeats", str(repeats)],
+                          env=env, capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0:
+        raise RuntimeError(f"kernel timing failed: {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="resnet18,mobilenet_v2")
-    ap.add_argument("--tasks", type=int, default=2, help="heaviest tasks per model (weight x FLOP)")
-    ap.add_argument("--trials", type=int, default=32, help="trials per task")
-    ap.add_argument("--trials-per-round", type=int, default=8)
+    ap.add_argument("--tasks", type=int, default=1, help="heaviest tasks per model (weight x FLOP)")
+    ap.add_argument("--trials", type=int, default=64, help="trials per task")
+    ap.add_argument("--trials-per-round", type=int, default=16)
     ap.add_argument("--threads", type=int, default=None, help="measurement threads (default: all cores)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--repeats", type=int, default=20, help="end-to-end latency repeats")
+    ap.add_argument("--repeats", type=int, default=10, help="latency repeats per pass (two passes per arm)")
+    ap.add_argument("--time-kernels", default=None, help=argparse.SUPPRESS)  # subprocess side of time_kernels
     ap.add_argument("--doppler-options", default="{}", help="JSON of DOPpler options, e.g. '{\"devices\": \"cpu\"}'")
     ap.add_argument("--order", default="local,doppler", help="which runner tunes first (alternate it to expose load drift)")
     ap.add_argument("--out", default=str(REPO / "bench" / "out" / "tuning_parallel.csv"))
     args = ap.parse_args(argv)
+    if args.time_kernels is not None:
+        print(json.dumps(_time_kernels_here(json.loads(args.time_kernels), args.repeats)))
+        return
 
     import django
 
@@ -180,32 +270,61 @@ def main(argv: list[str] | None = None) -> None:
         tvm_target = tvm.target.Target(target)
         extracted = extract_tuning_tasks(prepared, tvm_target)
         selected = _select_tasks(extracted, args.tasks)
-        res = {}
-        for runner_name in args.order.split(","):
+        res, libs, kernels = {}, {}, {}
+        order = [r for r in args.order.split(",") if r]
+        if sorted(order) != ["doppler", "local"]:
+            raise SystemExit(f"--order must name local and doppler once each, not {args.order!r}")
+        warm_s = warm_parent(extracted, selected, threads, args.seed, root / name / "warm")
+        for runner_name in order:
             r = tune_once(runner_name, extracted, selected, target, threads, args, root / name / runner_name)
-            ex = ms.relax_integration.compile_relax(r.pop("database"), prepared, tvm_target, None)
-            lib = root / name / f"{runner_name}.so"
-            ex.export_library(str(lib))
-            r["latency"] = measure_in_subprocess("tvm", str(lib), model.input_shapes, model.input_dtypes,
-                                                 threads=threads, repeats=args.repeats, device="cpu")
+            db = r.pop("database")
+            ex = ms.relax_integration.compile_relax(db, prepared, tvm_target, None)
+            libs[runner_name] = root / name / f"{runner_name}.so"
+            ex.export_library(str(libs[runner_name]))
+            kernels[runner_name] = build_best_kernels(db, extracted, selected, target, root / name / f"{runner_name}-kernels")
             res[runner_name] = r
+        # final latency: same procedure for both arms, alternating (A B B A) against load drift
+        e2e = {k: [] for k in order}
+        subset = {k: [] for k in order}
+        for pass_order in (order, order[::-1]):
+            for runner_name in pass_order:
+                lat = measure_in_subprocess("tvm", str(libs[runner_name]), model.input_shapes, model.input_dtypes,
+                                            threads=threads, repeats=args.repeats, device="cpu")
+                e2e[runner_name].append(lat["median_s"])
+            # tuned subset: both arms' kernels in one subprocess, interleaved
+            meds = time_kernels([kernels[rn] for rn in pass_order], threads, args.repeats)
+            for runner_name, med in zip(pass_order, meds):
+                subset[runner_name].append(sum(k["weight"] * m for k, m in zip(kernels[runner_name], med)))
+                for k, m in zip(kernels[runner_name], med):
+                    k.setdefault("median_s", []).append(m)
+        for runner_name in order:
+            r = res[runner_name]
+            r["latency_median_s"] = sum(e2e[runner_name]) / len(e2e[runner_name])
+            r["latency_passes_s"] = e2e[runner_name]
+            r["subset_weighted_s"] = sum(subset[runner_name]) / len(subset[runner_name])
+            r["subset_passes_s"] = subset[runner_name]
+            r["subset_kernels"] = [{k2: v for k2, v in k.items() if k2 not in ("lib", "args_info")}
+                                   for k in kernels[runner_name]]
             rows.append({"model": name, "runner": runner_name, "tasks": ",".join(extracted[i].task_name for i in selected),
                          **{k: r[k] for k in ("total_s", "search_seconds", "build_seconds", "measure_seconds", "setup_s",
                                               "rounds", "trials", "errors")},
-                         "latency_median_s": r["latency"]["median_s"],
+                         "latency_median_s": r["latency_median_s"], "subset_weighted_s": r["subset_weighted_s"],
                          "dop_per_round": json.dumps(r["dop_per_round"]) if r["dop_per_round"] else ""})
         loc, dop = res["local"], res["doppler"]
+        keys = ("total_s", "search_seconds", "build_seconds", "measure_seconds", "setup_s", "rounds", "trials", "errors",
+                "latency_median_s", "latency_passes_s", "subset_weighted_s", "subset_passes_s", "subset_kernels",
+                "best_task_seconds")
         summary["models"][name] = {
-            "tasks": [extracted[i].task_name for i in selected],
+            "tasks": [extracted[i].task_name for i in selected], "parent_warm_up_s": warm_s, "order": order,
+            "weights": [int(extracted[i].weight) for i in selected],
             "total_ratio": dop["total_s"] / loc["total_s"],
             "measure_ratio": dop["measure_seconds"] / loc["measure_seconds"] if loc["measure_seconds"] else None,
             "build_ratio": dop["build_seconds"] / loc["build_seconds"] if loc["build_seconds"] else None,
-            "latency_ratio": dop["latency"]["median_s"] / loc["latency"]["median_s"],
-            "local": {k: loc[k] for k in ("total_s", "search_seconds", "build_seconds", "measure_seconds", "setup_s", "errors")}
-            | {"latency_median_s": loc["latency"]["median_s"]},
-            "doppler": {k: dop[k] for k in ("total_s", "search_seconds", "build_seconds", "measure_seconds", "setup_s", "errors")}
-            | {"latency_median_s": dop["latency"]["median_s"], "dop_per_round": dop["dop_per_round"],
-               "engine": dop["engine"]},
+            "search_ratio": dop["search_seconds"] / loc["search_seconds"] if loc["search_seconds"] else None,
+            "latency_ratio_e2e": dop["latency_median_s"] / loc["latency_median_s"],
+            "latency_ratio_subset": dop["subset_weighted_s"] / loc["subset_weighted_s"] if loc["subset_weighted_s"] else None,
+            "local": {k: loc[k] for k in keys},
+            "doppler": {k: dop[k] for k in keys} | {"dop_per_round": dop["dop_per_round"], "engine": dop["engine"]},
         }
         # partial result per model (stderr), so a long run that is stopped still reports
         print(json.dumps({"model": name, **summary["models"][name]}, default=str), file=sys.stderr, flush=True)

@@ -7,10 +7,12 @@ goes to exactly one round and one phase, so the rounds' splits add up to the tun
 (and the energy meter's readings at the same boundaries split the energy the same way):
 
 - **build**: inside ``Builder.build`` (:class:`TimedBuilder`), for the round being built;
-- **measurement**: inside ``RunnerFuture.result()`` (:class:`TimedRunner` wraps the futures), i.e.
-  the time the tuner *waits* for measurements of that round. Runners measure asynchronously, so
-  measurement that overlaps later builds (MetaSchedule's gradient scheduler builds every task
-  once before it joins any) is hidden behind them and not counted twice;
+- **measurement**: inside ``Runner.run`` and ``RunnerFuture.result()`` (:class:`TimedRunner`),
+  i.e. the time the tuner is *blocked* on measurements of that round. TVM 0.27's ``LocalRunner``
+  measures every candidate inside ``run`` (it waits on each worker future there); DOPpler measures
+  when the tuner waits on a future, or in the background. Measurement that overlaps later builds
+  (an asynchronous runner under the gradient scheduler's warm-up) is hidden behind them and not
+  counted twice;
 - **search**: everything else: candidate generation (search strategy + cost model) before a
   build goes to the round being built; database commit and cost-model update after the wait go
   to the round just measured (the slice ending at :class:`RoundAccountingCallback`).
@@ -201,7 +203,12 @@ class TimedRunner(PyRunner):
 
     def run(self, runner_inputs):
         seq = self.clock.last_built()
-        return [TimedRunnerFuture(f, self.clock, seq) for f in self.inner.run(runner_inputs)]
+        self.clock.wait_started(seq)  # a synchronous runner (LocalRunner) measures in here
+        try:
+            futures = self.inner.run(runner_inputs)
+        finally:
+            self.clock.wait_finished(seq)
+        return [TimedRunnerFuture(f, self.clock, seq) for f in futures]
 
 
 def _floats(xs: Any) -> list[float]:

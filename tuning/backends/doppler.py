@@ -34,11 +34,17 @@ Pieces
     futures of a batch at once.
 
 Per batch of a task (a task is recognised by its argument signature, shapes and dtypes), the
-runner measures the candidates on ``dop`` slots in parallel, re-measures the controller's sample
-(MAD outliers + random fill to ~20%, plus failures) and the candidates that rank in the task's
-best 10% so far serially on one slot with the others idle, returns the serial numbers for every
-candidate that has one (so the best candidates' serial numbers decide), and lets the controller
-pick the next DOP. Each decision (DOP, relative error, induced failures, back-off, timeout, which
+runner measures the candidates on ``dop`` slots in parallel; at DOP > 1 it re-measures the
+controller's sample (MAD outliers + random fill to ~20%, plus failures) and the candidates that
+rank in the task's best 10% so far serially on one slot with the others idle, returns the serial
+numbers for every candidate that has one (so the best candidates' serial numbers decide), and
+lets the controller pick the next DOP. A batch at DOP 1 is already serial: nothing is
+re-measured (decision ``check="serial-equivalent"``). The spec re-measures the best 10% "at the
+end of each task"; MetaSchedule commits every batch to the database as it comes, so the runner
+re-measures each candidate that enters the task's best 10% in the batch that found it, which
+covers every candidate that is ever the task's best. Every candidate is timed after
+:func:`_measure_in_worker`: one repeat first, no more if it is clearly worse than the task's
+best so far (early termination), else adaptive repeats. Each decision (DOP, relative error, induced failures, back-off, timeout, which
 device or server ran each parallel measurement (``measured_by``) and each serial one
 (``serial_by``), time in parallel and serial measurement) is kept in :attr:`DopplerEngine.decisions`,
 appended to ``doppler_decisions.jsonl`` in the work directory, and handed to a callback.
@@ -47,8 +53,8 @@ Options (``TuningSetup.options["doppler"]``, all optional): ``devices`` (default
 variable ``TANDEM_DOPPLER_DEVICES``, else ``"cpu"``; ``"cpu"``: core sets
 of ``num_threads`` cores; ``"cpu:0-1|2-3"``: explicit core sets; ``"cuda"`` / ``"cuda:0,1"``;
 ``"rpc://HOST:PORT/KEY"``: every server of that key on the tracker), ``overlap``
-(``"auto"``, true, false), ``build_workers``, ``build_timeout_s`` (30), ``min_repeat_ms`` (25, per
-timed repeat), ``max_process_uses`` (recycle a build worker after this many builds, 256), and any
+(``"auto"``, true, false), ``build_workers``, ``build_timeout_s`` (30), ``min_repeat_ms`` (10, floor of
+one timed repeat), ``max_process_uses`` (recycle a build worker after this many builds, 256), and any
 :class:`tuning.core.doppler.DopplerConfig` field (``max_dop`` defaults to the number of slots).
 """
 from __future__ import annotations
@@ -57,6 +63,7 @@ import concurrent.futures
 import hashlib
 import json
 import logging
+import math
 import os
 import queue
 import re
@@ -217,17 +224,32 @@ def _open_slot_in_worker() -> str:
     return slot.name
 
 
-def _measure_in_worker(artifact_path: str, device_type: str, args_info: list, min_repeat_ms: int,
-                       min_repeats: int, max_repeats: int, ci_rel_halfwidth: float) -> tuple[list[float], dict]:
+def _measure_in_worker(artifact_path: str, device_type: str, args_info: list, evalcfg: dict) -> tuple[list[float], dict]:
     """Load one built candidate on this worker's device and time it there.
 
-    Runs ``time_evaluator`` (one warm-up, then repeats each of at least ``min_repeat_ms`` ms)
-    ``min_repeats`` times, then one repeat at a time until the 95% confidence interval of the
-    mean is within ``ci_rel_halfwidth`` or ``max_repeats`` is reached. Returns (run seconds per
-    repeat, info with the slot name, server address for RPC, pid). Raises on any TVM error.
+    evalcfg: ``min_repeat_ms`` (floor of one timed repeat, ms), ``min_repeats``, ``max_repeats``,
+    ``ci_rel_halfwidth`` (see :func:`tuning.core.doppler.repeats_sufficient`), ``screen_ratio``
+    and ``best_s`` (the task's best mean latency so far in seconds, or ``None``; see
+    :func:`tuning.core.doppler.clearly_worse`).
+
+    Procedure (every timing is TVM's ``time_evaluator`` on the device, which runs the kernel once
+    untimed before each call's repeats):
+
+    1. one timed repeat of at least ``min_repeat_ms`` (the evaluator finds the number of runs);
+    2. if that repeat is ``clearly_worse`` than ``best_s``: stop, return it (``early_stop``);
+    3. else ``min_repeats - 1`` more repeats with the number of runs per repeat fixed from step 1,
+       then two at a time until the 95% confidence interval of the mean is within
+       ``ci_rel_halfwidth`` or ``max_repeats`` is reached.
+
+    Returns (run seconds per timed repeat, info with the slot name, server address for RPC, pid,
+    ``repeats``, ``early_stop``). Raises on any TVM error.
     """
+    import math
+
     import tvm
     from tvm.s_tir.meta_schedule.runner.utils import alloc_argument_common
+
+    from tuning.core.doppler import clearly_worse
 
     slot: SlotSpec = _WORKER["slot"]
     info: dict[str, Any] = {"slot": slot.name, "pid": os.getpid()}
@@ -247,14 +269,23 @@ def _measure_in_worker(artifact_path: str, device_type: str, args_info: list, mi
         f_fill = tvm.get_global_func("tvm.contrib.random.random_fill_for_measure")
     try:
         args = alloc_argument_common(f_fill, dev, args_info, 1)[0]
-        evaluator = rt_mod.time_evaluator(rt_mod.entry_name, dev, number=1, repeat=min_repeats,
-                                          min_repeat_ms=min_repeat_ms)
+        floor_ms = float(evalcfg["min_repeat_ms"])
+        first = rt_mod.time_evaluator(rt_mod.entry_name, dev, number=1, repeat=1, min_repeat_ms=int(floor_ms))
         dev.sync()
-        costs = [float(c) for c in evaluator(*args).results]
-        one = rt_mod.time_evaluator(rt_mod.entry_name, dev, number=1, repeat=1, min_repeat_ms=min_repeat_ms)
-        while not repeats_sufficient(costs, min_repeats=min_repeats, max_repeats=max_repeats,
-                                     ci_rel_halfwidth=ci_rel_halfwidth):
-            costs.extend(float(c) for c in one(*args).results)
+        costs = [float(c) for c in first(*args).results]
+        info["early_stop"] = clearly_worse(costs[0], evalcfg.get("best_s"), evalcfg["screen_ratio"])
+        if not info["early_stop"]:
+            # runs per repeat so that one repeat lasts >= floor_ms, from the first repeat's time
+            number = max(1, math.ceil(floor_ms / max(costs[0] * 1e3, 1e-6)))
+            rest = int(evalcfg["min_repeats"]) - 1
+            if rest > 0:
+                more = rt_mod.time_evaluator(rt_mod.entry_name, dev, number=number, repeat=rest, min_repeat_ms=0)
+                costs.extend(float(c) for c in more(*args).results)
+            pair = rt_mod.time_evaluator(rt_mod.entry_name, dev, number=number, repeat=2, min_repeat_ms=0)
+            while not repeats_sufficient(costs, min_repeats=evalcfg["min_repeats"], max_repeats=evalcfg["max_repeats"],
+                                         ci_rel_halfwidth=evalcfg["ci_rel_halfwidth"]):
+                costs.extend(float(c) for c in pair(*args).results)
+            costs = costs[:max(int(evalcfg["max_repeats"]), 1)]
         info["repeats"] = len(costs)
     finally:
         if session is not None and remote_name is not None:
@@ -316,9 +347,7 @@ class _Slot:
         try:
             if self.cold:  # after a timeout the process was killed: restart it outside the timeout
                 self.warm()
-            self.worker.send(_measure_in_worker, (cand.artifact_path, cand.device_type, cand.args_info,
-                                                  evalcfg["min_repeat_ms"], evalcfg["min_repeats"],
-                                                  evalcfg["max_repeats"], evalcfg["ci_rel_halfwidth"]),
+            self.worker.send(_measure_in_worker, (cand.artifact_path, cand.device_type, cand.args_info, evalcfg),
                              None, timeout_s)
             costs, info = self.worker.recv()
             self.measured += 1
@@ -362,7 +391,7 @@ class DopplerEngine:
     """
 
     def __init__(self, slots: list[SlotSpec], *, config: DopplerConfig | None = None, build_workers: int | None = None,
-                 build_timeout_s: float = 30.0, min_repeat_ms: int = 25, overlap: bool | None = None,
+                 build_timeout_s: float = 30.0, min_repeat_ms: int = 10, overlap: bool | None = None,
                  work_dir: str | os.PathLike | None = None, seed: int = 0, max_process_uses: int = 256,
                  on_decision: Callable[[dict], None] | None = None) -> None:
         from tvm.support.popen_pool import PopenPoolExecutor
@@ -453,15 +482,20 @@ class DopplerEngine:
     def _evalcfg(self) -> dict:
         c = self.config
         return {"min_repeat_ms": self.min_repeat_ms, "min_repeats": c.min_repeats, "max_repeats": c.max_repeats,
-                "ci_rel_halfwidth": c.ci_rel_halfwidth}
+                "ci_rel_halfwidth": c.ci_rel_halfwidth, "screen_ratio": c.screen_ratio, "best_s": None}
 
-    def _run_on_slots(self, cands: list[_Candidate], idx: list[int], nslots: int, timeout_s: float) -> dict[int, tuple]:
-        """Measure ``cands[i]`` for i in idx on the first ``nslots`` slots at once (a shared queue)."""
+    def _run_on_slots(self, cands: list[_Candidate], idx: list[int], nslots: int, timeout_s: float,
+                      best: list[float]) -> dict[int, tuple]:
+        """Measure ``cands[i]`` for i in idx on the first ``nslots`` slots at once (a shared queue).
+
+        best: one-element list, the task's best mean latency so far (seconds, ``inf`` if none);
+        each measurement is screened against it (:func:`tuning.core.doppler.clearly_worse`) and it
+        is lowered as candidates finish, so later candidates of the same batch see earlier ones."""
         q: queue.Queue[int] = queue.Queue()
         for i in idx:
             q.put(i)
         out: dict[int, tuple] = {}
-        evalcfg = self._evalcfg()
+        lock = threading.Lock()
 
         def drain(slot: _Slot) -> None:
             while True:
@@ -469,7 +503,13 @@ class DopplerEngine:
                     i = q.get_nowait()
                 except queue.Empty:
                     return
+                with lock:
+                    evalcfg = {**self._evalcfg(), "best_s": best[0] if math.isfinite(best[0]) else None}
                 out[i] = slot.measure(cands[i], timeout_s, evalcfg)
+                costs = out[i][0]
+                if costs:
+                    with lock:
+                        best[0] = min(best[0], float(np.mean(costs)))
 
         threads = [threading.Thread(target=drain, args=(s,), daemon=True) for s in self.slots[:max(1, nslots)]]
         for t in threads:
@@ -489,14 +529,16 @@ class DopplerEngine:
             dop = min(ctl.dop, len(self.slots))
             timeout = ctl.timeout_s(dop)
             n = len(cands)
+            finite = [v for v in st.history if math.isfinite(v)]
+            best = [min(finite) if finite else math.inf]
             t0 = time.perf_counter()
-            par = self._run_on_slots(cands, list(range(n)), dop, timeout)
+            par = self._run_on_slots(cands, list(range(n)), dop, timeout, best)
             t1 = time.perf_counter()
             par_lat = np.array([np.mean(par[i][0]) if par[i][0] else np.nan for i in range(n)], dtype=float)
             check = ctl.plan_sample(par_lat, self.rng)
             top = best_fraction_indices(st.history, par_lat, self.config.top_fraction) if dop > 1 else []
             serial_idx = sorted(set(check) | set(top))
-            ser = self._run_on_slots(cands, serial_idx, 1, ctl.timeout_s(1)) if serial_idx else {}
+            ser = self._run_on_slots(cands, serial_idx, 1, ctl.timeout_s(1), best) if serial_idx else {}
             t2 = time.perf_counter()
             ser_lat = {i: (float(np.mean(ser[i][0])) if ser[i][0] else float("nan")) for i in serial_idx}
             decision = ctl.observe(par_lat, {i: ser_lat[i] for i in check})
@@ -525,6 +567,8 @@ class DopplerEngine:
                 "n_errors": int(sum(1 for c, _ in results if not c)),
                 "parallel_s": t1 - t0, "serial_s": t2 - t1,
                 "measured_by": by_device(par), "serial_by": by_device(ser),
+                "early_stops": int(sum(1 for _, _, info in par.values() if info.get("early_stop"))),
+                "repeats": int(sum(info.get("repeats", 0) for _, _, info in par.values())),
                 "artifacts": [c.artifact_path for c in cands],
             }
             self.decisions.append(rec)
@@ -552,7 +596,11 @@ class DopplerEngine:
             traj.setdefault(rec["task"], []).append(rec["dop"])
         return {"slots": [s.name for s in self.slot_specs], "overlap": self.overlap, "build_workers": self.build_workers,
                 **self.timing, "dop_trajectories": traj,
-                "backoffs": sum(1 for r in self.decisions if r["action"] == "backoff")}
+                "backoffs": sum(1 for r in self.decisions if r["action"] == "backoff"),
+                "serial_equivalent_batches": sum(1 for r in self.decisions if r.get("check") == "serial-equivalent"),
+                "candidates": sum(r["n_candidates"] for r in self.decisions),
+                "early_stops": sum(r.get("early_stops", 0) for r in self.decisions),
+                "timed_repeats": sum(r.get("repeats", 0) for r in self.decisions)}
 
     def close(self) -> None:
         """Stop every worker process this engine started."""
@@ -701,7 +749,7 @@ def make_engine(setup: TuningSetup, on_decision: Callable[[dict], None] | None =
     overlap = None if overlap in (None, "auto") else bool(overlap)
     build_workers = opts.pop("build_workers", None)
     build_timeout_s = float(opts.pop("build_timeout_s", 30.0))
-    min_repeat_ms = int(opts.pop("min_repeat_ms", 25))
+    min_repeat_ms = int(opts.pop("min_repeat_ms", 10))
     max_process_uses = int(opts.pop("max_process_uses", 256))
     slots = parse_devices(devices, setup.num_threads)
     max_dop = int(opts.pop("max_dop", len(slots)))

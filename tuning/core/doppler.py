@@ -15,6 +15,16 @@ Learning Tensor Programs", IEEE TPDS 34(7), 2023, as restated in Tandem's SPEC s
 * the measurement timeout grows with the DOP;
 * the best 10% of each task's candidates are measured serially and their serial numbers decide.
 
+A batch measured at DOP 1 *is* a serial measurement: it gets no re-measurement at all and its
+decision says so (``check="serial-equivalent"``).
+
+Measurement cost (Tandem's additions, not in the paper's rules; they decide how long each
+candidate is timed, never the DOP): repeats adapt to the observed spread within bounds
+(:func:`repeats_sufficient`), and a candidate whose first timed repeat is already more than
+``screen_ratio`` times the task's best mean latency so far is not repeated further
+(:func:`clearly_worse`): it cannot become the task's best, its ranking among the good ones does
+not matter, and its one measured repeat still goes to the cost model.
+
 Nothing here imports TVM: the runner in :mod:`tuning.backends.doppler` feeds latencies in
 (seconds, ``nan`` for a failed candidate) and asks for the sample to re-measure and the next DOP.
 Randomness comes from a ``numpy.random.Generator`` argument.
@@ -56,9 +66,13 @@ class DopplerConfig:
     base_timeout_s: measurement timeout in seconds at DOP 1 (10 s).
     timeout_growth: timeout at DOP d is ``base_timeout_s * (1 + timeout_growth * (d - 1))``
         (1.0: linear in the DOP).
-    min_repeats, max_repeats: bounds on the adaptive number of timed repeats per candidate (3, 10).
+    min_repeats, max_repeats: bounds on the adaptive number of timed repeats per candidate (3, 6).
     ci_rel_halfwidth: stop repeating once the 95% confidence interval of the mean latency has a
-        half-width at most this fraction of the mean (0.02 = 2%).
+        half-width at most this fraction of the mean (0.03 = 3%: the accuracy the final-latency
+        comparison asks for; 2% was rarely reached on a shared 2-core machine, so nearly every
+        candidate ran to the maximum).
+    screen_ratio: after the first timed repeat, a candidate slower than this times the task's
+        best mean latency so far stops there (1.5; 0 disables the screening).
 
     Raises ``ValueError`` on out-of-range values.
     """
@@ -75,8 +89,9 @@ class DopplerConfig:
     base_timeout_s: float = 10.0
     timeout_growth: float = 1.0
     min_repeats: int = 3
-    max_repeats: int = 10
-    ci_rel_halfwidth: float = 0.02
+    max_repeats: int = 6
+    ci_rel_halfwidth: float = 0.03
+    screen_ratio: float = 1.5
 
     def __post_init__(self) -> None:
         if self.max_dop < 1:
@@ -96,6 +111,8 @@ class DopplerConfig:
                 raise ValueError(f"{name} must be in (0, 1], not {getattr(self, name)}")
         if self.timeout_growth < 0:
             raise ValueError(f"timeout_growth must be >= 0, not {self.timeout_growth}")
+        if self.screen_ratio != 0 and not self.screen_ratio > 1:
+            raise ValueError(f"screen_ratio must be > 1 (or 0 to disable), not {self.screen_ratio}")
         if not 1 <= self.min_repeats <= self.max_repeats:
             raise ValueError(f"need 1 <= min_repeats <= max_repeats, got {self.min_repeats}, {self.max_repeats}")
 
@@ -190,8 +207,8 @@ def t_quantile_975(df: int) -> float:
     return _T975[df - 1] if df <= len(_T975) else 1.96
 
 
-def repeats_sufficient(samples: Sequence[float], *, min_repeats: int = 3, max_repeats: int = 10,
-                       ci_rel_halfwidth: float = 0.02) -> bool:
+def repeats_sufficient(samples: Sequence[float], *, min_repeats: int = 3, max_repeats: int = 6,
+                       ci_rel_halfwidth: float = 0.03) -> bool:
     """Adaptive repeats: True once ``max_repeats`` samples were taken, or at least
     ``min_repeats`` were and the 95% Student-t confidence interval of their mean has half-width
     ``t(0.975, n-1) * s / sqrt(n)`` at most ``ci_rel_halfwidth`` times the mean (samples in seconds)."""
@@ -208,6 +225,19 @@ def repeats_sufficient(samples: Sequence[float], *, min_repeats: int = 3, max_re
     return half <= ci_rel_halfwidth * mean
 
 
+def clearly_worse(first_repeat_s: float, best_s: float | None, screen_ratio: float = 1.5) -> bool:
+    """Early termination: True when a candidate's first timed repeat (seconds) exceeds
+    ``screen_ratio`` times the task's best mean latency so far (``best_s``, seconds; ``None`` or
+    non-finite when the task has no successful candidate yet, then False). ``screen_ratio`` 0
+    disables it (always False). A candidate that is this much slower cannot become the task's
+    best; it keeps its one measured repeat (for the cost model) and is not repeated further."""
+    if not screen_ratio or best_s is None or not math.isfinite(best_s) or best_s <= 0:
+        return False
+    if not math.isfinite(first_repeat_s):
+        return False
+    return first_repeat_s > screen_ratio * best_s
+
+
 @dataclass
 class BatchDecision:
     """What the controller decided after one batch of a task.
@@ -216,7 +246,10 @@ class BatchDecision:
     n_candidates; sample: batch indices re-measured serially for the check; rel_error: mean
     relative error of the sample (fraction); induced_failures: candidates that failed in parallel
     but ran serially; action: "increase", "hold" (already at max_dop) or "backoff";
-    next_dop: the DOP of the task's next batch; timeout_s: the timeout the batch ran under.
+    next_dop: the DOP of the task's next batch; timeout_s: the timeout the batch ran under;
+    check: ``"serial-sample"`` (a sample was re-measured serially), ``"serial-equivalent"``
+    (measured at DOP 1: the batch is its own serial measurement, nothing re-measured) or
+    ``"none"`` (DOP > 1 but an empty sample, e.g. an empty batch).
     """
 
     batch: int
@@ -228,6 +261,7 @@ class BatchDecision:
     action: str
     next_dop: int
     timeout_s: float
+    check: str = "serial-sample"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -292,9 +326,10 @@ class DopController:
             action, nxt = "hold", dop
         else:
             action, nxt = "increase", min(cfg.max_dop, dop + cfg.additive_step)
+        check = "serial-equivalent" if dop <= 1 else ("serial-sample" if idx else "none")
         decision = BatchDecision(batch=len(self.history), dop=dop, n_candidates=int(p.size), sample=idx,
                                  rel_error=rel, induced_failures=induced, action=action, next_dop=nxt,
-                                 timeout_s=self.timeout_s(dop))
+                                 timeout_s=self.timeout_s(dop), check=check)
         self.history.append(decision)
         self.dop = nxt
         return decision

@@ -101,6 +101,14 @@ def test_tune_command_with_doppler_on_two_rpc_servers(rpc_cluster, tmp_path, set
     decisions = [r.details["doppler"] for r in rounds]
     # start at DOP 1, +1 after the first round, capped by the 2 servers
     assert [d["dop"] for d in decisions] == [1, 2]
+    # a DOP-1 round is its own serial measurement: nothing re-measured; the DOP-2 round had a
+    # serial sample (ceil(0.2 * 8) = 2 at least) measured on one server
+    assert decisions[0]["check"] == "serial-equivalent" and decisions[0]["n_serial"] == 0
+    assert decisions[1]["check"] == "serial-sample" and decisions[1]["n_serial"] >= 2
+    assert sum(decisions[1]["serial_by"].values()) == decisions[1]["n_serial"]
+    # an early-stopped candidate has exactly one timed repeat; the others at least min_repeats (3)
+    for d in decisions:
+        assert 0 <= d["early_stops"] <= d["n_candidates"] and d["repeats"] > d["early_stops"]
     # the DOP-2 round's parallel phase ran on two distinct host:port servers, 8 measurements in all
     parallel = decisions[1]["measured_by"]
     assert len([k for k in parallel if ":" in k]) == 2, json.dumps(decisions)

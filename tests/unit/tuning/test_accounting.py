@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuning.backends.callbacks import RoundClock
+from tuning.backends.callbacks import RoundClock, TimedRunner
 from tuning.backends.energy import EnergyMeter, EnergyReading
 from tuning.figures import best_so_far, latency_comparison_figure, tuning_curve_figure
 
@@ -42,6 +42,25 @@ def test_round_split_sequential():
     # search = 3 (generation) + 1 (before the wait) + 1 (after it) = 5 s; build 7 s; measure 3 s
     assert sl.seconds == {"search": 5, "build": 7, "measure": 3}
     assert sl.joules == {"search": 50, "build": 70, "measure": 30}
+
+
+class _SyncRunner:
+    """Like TVM 0.27's LocalRunner: measures every candidate inside ``run`` and hands back
+    futures that are already done."""
+
+    def run(self, runner_inputs):
+        return []
+
+
+def test_measurement_inside_run_counts_as_measurement():
+    # boundaries: start 0, build 3..10, Runner.run 11..14 (measuring), callback 15: the same split
+    # as when the tuner waits on the futures instead (LocalRunner's measurement is not "search")
+    clock = RoundClock(_meter([0, 3, 10, 11, 14, 15]))
+    seq = clock.build_started()
+    clock.build_finished(seq)
+    assert TimedRunner(_SyncRunner(), clock).run([]) == []
+    rid, sl, now = clock.round_finished()
+    assert rid == 0 and sl.seconds == {"search": 5, "build": 7, "measure": 3}
 
 
 def test_round_split_when_builds_run_ahead_of_joins():

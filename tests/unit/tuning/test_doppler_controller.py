@@ -3,7 +3,8 @@
 Each trajectory case lists per batch the relative error the serial sample will show and how many
 parallelism-induced failures it had; the expected DOP per batch was worked out by hand from the
 spec's rules (SPEC section 3, DOPpler):
-  * a batch at DOP 1 is serial already: no check, DOP += step (capped at max_dop);
+  * a batch at DOP 1 is serial already: no check ("serial-equivalent"), DOP += step (capped at
+    max_dop);
   * at DOP d > 1: back off to max(1, floor(d * 0.5)) if rel_error > 0.05 or
     induced_failures > 0.05 * d; else d + step, capped at max_dop ("hold" when already there).
 """
@@ -18,6 +19,7 @@ from tuning.core.doppler import (
     DopController,
     DopplerConfig,
     best_fraction_indices,
+    clearly_worse,
     mad_outliers,
     mean_relative_error,
     modified_z_scores,
@@ -81,6 +83,9 @@ def test_dop_trajectory(name, config, batches, expected, next_dop, actions):
     assert ctl.trajectory() == expected
     assert ctl.dop == next_dop
     assert [d.action for d in ctl.history] == actions
+    # a DOP-1 batch re-measures nothing and says so; every DOP > 1 batch had a serial sample
+    assert [d.check for d in ctl.history] == ["serial-equivalent" if d == 1 else "serial-sample" for d in expected]
+    assert all(d.sample == [] for d in ctl.history if d.dop == 1)
 
 
 def test_failure_threshold_scales_with_dop():
@@ -180,19 +185,43 @@ def test_best_fraction(history, batch, expected):
 @pytest.mark.parametrize("samples,kwargs,expected", [
     ([1.0, 1.0], {}, False),                       # n=2 < min_repeats=3
     ([1.0, 1.0, 1.0], {}, True),                   # s = 0: interval of width 0
-    ([1.0, 2.0, 3.0], {}, False),                  # t(.975,2)=4.303 * 1/sqrt(3) = 2.48 > 0.02*2
+    ([1.0, 2.0, 3.0], {}, False),                  # t(.975,2)=4.303 * 1/sqrt(3) = 2.48 > 0.03*2
     # mean 1.0, s = sqrt(0.0002/3) = 0.008165, half = 3.182 * 0.008165 / 2 = 0.01299
-    ([1.00, 1.01, 0.99, 1.00], {}, True),          # 0.01299 <= 0.02
+    ([1.00, 1.01, 0.99, 1.00], {}, True),          # 0.01299 <= 0.03
     ([1.00, 1.01, 0.99, 1.00], {"ci_rel_halfwidth": 0.01}, False),  # 0.01299 > 0.01
+    # mean 1.0, s = 0.02 (ddof 1: 0.0008/2 = 0.0004), half = 4.303 * 0.02 / sqrt(3) = 0.04969
+    ([0.98, 1.00, 1.02], {}, False),               # 0.04969 > 0.03 (default)
+    ([0.98, 1.00, 1.02], {"ci_rel_halfwidth": 0.05}, True),  # 0.04969 <= 0.05
+    # mean 1.0, s = 0.01, half = 4.303 * 0.01 / sqrt(3) = 0.02484 <= 0.03: three repeats suffice
+    ([0.99, 1.00, 1.01], {}, True),
     ([1.0, 2.0, 3.0], {"max_repeats": 3}, True),   # bound reached
+    ([1.0, 2.0, 3.0, 1.0, 2.0, 3.0], {}, True),    # default bound: 6 repeats
+    ([1.0, 2.0, 3.0, 1.0, 2.0], {}, False),        # 5 < 6, t(.975,4)=2.776*0.837/2.236=1.04 > 0.054
 ])
 def test_adaptive_repeats(samples, kwargs, expected):
     assert repeats_sufficient(samples, **kwargs) is expected
 
 
+@pytest.mark.parametrize("first,best,ratio,expected", [
+    (1.6e-3, 1.0e-3, 1.5, True),    # 1.6 ms > 1.5 * 1.0 ms
+    (1.5e-3, 1.0e-3, 1.5, False),   # exactly 1.5x: not clearly worse
+    (1.2e-3, 1.0e-3, 1.5, False),   # could still be the best within noise: repeat it
+    (0.5e-3, 1.0e-3, 1.5, False),   # faster than the best
+    (9.0, None, 1.5, False),        # no best yet (first candidate of a task)
+    (9.0, float("inf"), 1.5, False),
+    (3.1e-3, 1.0e-3, 3.0, True),    # 3.1 > 3 * 1.0
+    (9.0, 1.0e-3, 0, False),        # screening disabled
+])
+def test_clearly_worse(first, best, ratio, expected):
+    assert clearly_worse(first, best, ratio) is expected
+
+
+
+
 @pytest.mark.parametrize("kwargs", [
     {"max_dop": 0}, {"start_dop": 3, "max_dop": 2}, {"backoff_factor": 1.0}, {"max_rel_error": 0},
     {"sample_fraction": 1.5}, {"min_repeats": 5, "max_repeats": 3}, {"timeout_growth": -1},
+    {"screen_ratio": 1.0}, {"screen_ratio": -2},
 ])
 def test_config_rejects_bad_values(kwargs):
     with pytest.raises(ValueError):
