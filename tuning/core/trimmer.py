@@ -186,6 +186,7 @@ class TrimmerState:
             raise ValueError(f"task weights must be > 0, got {list(self.weights)}")
         self.weights = [float(w) for w in self.weights]
         self.best: list[float] = [INF] * self.n_tasks
+        self.prior_best: list[Optional[float]] = [None] * self.n_tasks
         self.best_history: list[list[float]] = [[] for _ in range(self.n_tasks)]
         self.stale_rounds: list[int] = [0] * self.n_tasks
         self.preempted_at: list[Optional[int]] = [None] * self.n_tasks
@@ -195,6 +196,27 @@ class TrimmerState:
         self.stop_round: Optional[int] = None
 
     # ----------------------------------------------------------------- observation
+    def seed_best(self, task_id: int, best_s: Optional[float]) -> None:
+        """Resume: set ``task_id``'s best latency (seconds) to one measured by an earlier,
+        interrupted run (the best record in the tuning database), before any round is recorded.
+
+        The task keeps no round of its own (it still gets its warm-up round in
+        :meth:`choose_task`), but its rounds are judged against this best: a resumed round
+        that is slower than what the database already holds is a non-improving round, and
+        its candidates do not contribute. Without it a resumed task would start from
+        ``inf`` and count its first rounds as improvements, delaying its preemption.
+        ``None``, NaN, inf or <= 0 leave the task unseeded. Raises ValueError on a bad task
+        id or once rounds were recorded.
+        """
+        if not 0 <= task_id < self.n_tasks:
+            raise ValueError(f"task_id {task_id} out of range 0..{self.n_tasks - 1}")
+        if self.rounds:
+            raise ValueError("seed_best must be called before the first round is recorded")
+        if best_s is None or not math.isfinite(float(best_s)) or float(best_s) <= 0:
+            return
+        self.best[task_id] = float(best_s)
+        self.prior_best[task_id] = float(best_s)
+
     def record_round(self, task_id: int, latencies: Sequence[Optional[float]], joules: float = 0.0,
                      seconds: float = 0.0) -> RoundRecord:
         """Record one joined round of ``task_id``.
@@ -346,6 +368,7 @@ class TrimmerState:
                     "best_s": fin(self.best[t]),
                     "rounds": len(self.best_history[t]),
                     "preempted_at_round": self.preempted_at[t],
+                    "prior_best_s": self.prior_best[t],
                 }
                 for t in range(self.n_tasks)
             ],

@@ -232,3 +232,59 @@ def test_default_window_is_patience_times_tasks():
             stopped = len(st.rounds)
             break
     assert stopped == 4 and st.stop_reason == "model-plateau"
+
+
+# Resume: the database of the interrupted run already holds a best of 1.0 s for the task.
+# Rounds after the resume (one candidate each), patience 3:
+RESUMED = [1.2, 1.1, 1.05, 0.9]
+
+
+@pytest.mark.parametrize(
+    "prior, expected_preempt, expected_contrib",
+    [
+        # seeded with 1.0: 1.2, 1.1, 1.05 are all >= 1.0 -> stale 1, 2, 3 -> preempted at r3;
+        # no candidate contributed (0.9 at r4 is recorded after preemption and would contribute)
+        (1.0, 3, [False, False, False, True]),
+        # unseeded (fresh run, or a resume that forgot the database): inf -> 1.2 -> 1.1 -> 1.05
+        # -> 0.9 all improve, never preempted, every candidate "contributes"
+        (None, None, [True, True, True, True]),
+        # seeded with a worse prior 1.15: 1.2 stale 1, 1.1 improves (reset), 1.05 improves, 0.9 improves
+        (1.15, None, [False, True, True, True]),
+        # an invalid prior (a failed record) is ignored, as unseeded
+        (math.inf, None, [True, True, True, True]),
+    ],
+)
+def test_resumed_task_is_judged_against_database_best(prior, expected_preempt, expected_contrib):
+    st = _state(1, patience=3, min_rel_improvement=0.0)
+    st.seed_best(0, prior)
+    got, contrib = None, []
+    for lat in RESUMED:
+        rec = st.record_round(0, [lat])
+        contrib += rec.contributing
+        if rec.preempted:
+            got = rec.index
+    assert got == expected_preempt
+    assert contrib == expected_contrib
+    assert st.choose_task([0]) == (-1 if expected_preempt else 0)
+
+
+def test_resumed_tasks_get_their_warmup_round_and_define_the_weighted_total():
+    # two tasks seeded with 2.0 and 3.0 s, weights 1 and 2: the weighted total is defined before
+    # any round (2 + 6 = 8), and round-robin still gives each task a first round (t0 then t1)
+    st = _state(2, [1.0, 2.0], patience=3)
+    st.seed_best(0, 2.0)
+    st.seed_best(1, 3.0)
+    assert st.weighted_total() == 8.0
+    assert st.choose_task([0, 1]) == 0
+    st.record_round(0, [2.5])
+    assert st.choose_task([0, 1]) == 1
+    assert st.report()["tasks"][0]["prior_best_s"] == 2.0
+
+
+def test_seed_best_rejects_bad_task_and_late_calls():
+    st = _state(1)
+    with pytest.raises(ValueError):
+        st.seed_best(1, 1.0)
+    st.record_round(0, [1.0])
+    with pytest.raises(ValueError):
+        st.seed_best(0, 0.5)
