@@ -288,3 +288,52 @@ def test_seed_best_rejects_bad_task_and_late_calls():
     st.record_round(0, [1.0])
     with pytest.raises(ValueError):
         st.seed_best(0, 0.5)
+
+
+# A task creeping down by small steps (one candidate per round); the relative drop of each round
+# against the best before it is written beside it.
+CREEPING = [
+    [10.0],   # r1 inf -> 10.0: a first valid latency always counts
+    [9.0],    # r2 -10 %
+    [8.95],   # r3 -0.56 %
+    [8.93],   # r4 -0.22 %
+    [8.80],   # r5 -1.46 %
+    [8.79],   # r6 -0.11 %
+    [8.785],  # r7 -0.06 %
+    [8.78],   # r8 -0.06 %
+    [8.0],    # r9 -8.9 % (only reached when nothing preempted the task before)
+]
+
+
+@pytest.mark.parametrize(
+    "min_imp, patience, expected_round",
+    [
+        (0.0, 3, None),   # every round strictly improves: never stale (the paper's rule)
+        (0.01, 3, 8),     # stale: r3 1, r4 2, r5 reset (1.46 % > 1 %), r6 1, r7 2, r8 3 -> r8
+        (0.02, 3, 5),     # r3 1, r4 2, r5 3 (1.46 % < 2 %) -> r5
+        (0.005, 3, 8),    # r3 0.56 % > 0.5 % resets; r4 1, r5 reset, r6 1, r7 2, r8 3 -> r8
+        (0.01, 2, 4),     # r3 1, r4 2 -> r4
+        (0.2, 1, 2),      # r2's 10 % < 20 % -> stale 1 at r2
+    ],
+)
+def test_noise_threshold_for_task_progress(min_imp, patience, expected_round):
+    st = _state(patience=patience, min_task_improvement=min_imp, min_rel_improvement=0.0)
+    got = None
+    for lat in CREEPING:
+        rec = st.record_round(0, lat)
+        if rec.preempted:
+            got = rec.index
+            break
+    assert got == expected_round
+    if got is not None:
+        # the preempting round still lowered the best (it improved, but not by enough) unless
+        # the threshold was 0; candidates' contribution stays strict
+        d = st.rounds[-1].as_dict()
+        assert d["progressed"] is False
+        assert d["n_contributing"] == (1 if d["improved"] else 0)
+
+
+def test_noise_threshold_rejects_bad_values():
+    for bad in (-0.01, 1.0):
+        with pytest.raises(ValueError):
+            TrimmerConfig(min_task_improvement=bad)
