@@ -50,7 +50,7 @@ the benchmark sets to ``--min-task-improvement`` (default 0.01: a round must low
 by more than 1 % to reset the patience count; the in-tuning numbers on this shared machine
 differ from a quiet re-measurement by several per cent, so smaller "improvements" are noise).
 
-Usage (long: about 25 minutes on this machine; take the shared benchmark lock):
+Usage (long: about 27 minutes on this machine; take the shared benchmark lock):
   flock /tmp/tandem-bench.lock nice -n 5 python bench/tuning_energy.py \
       --models resnet18,mobilenet_v2 --tasks 1 --rounds 16 --batch 16
 Prints one JSON line; writes bench/out/tuning_energy.csv (one row per model) and
