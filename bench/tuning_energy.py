@@ -17,7 +17,8 @@ trial budget, ``max_trials_global = tasks * rounds * batch`` (``--rounds`` round
 candidates per task on average; the gradient scheduler spends all of it, Trimmer stops when its
 rules say so), the same seed, the same cost model (XGBoost, fresh per arm) and the same
 builder/runner pair from the registry (``--runner``, default ``"doppler"``: DOPpler's warm
-persistent build workers, about 4x faster builds than LocalBuilder's fresh processes, and its
+persistent build workers instead of LocalBuilder's fresh processes, which pay about 15 s of
+imports per batch here, and its
 pinned serial measurement; on 2 cores it has one measurement slot, so DOP stays 1). A fresh
 runner is made for each arm and closed after it.
 
