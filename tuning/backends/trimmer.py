@@ -6,7 +6,7 @@ Datacenters", IEEE CLOUD 2022. The rules themselves are in :mod:`tuning.core.tri
 
 How it plugs into MetaSchedule
 ------------------------------
-:class:`TrimmerScheduler` is a ``PyTaskScheduler`` whose ``tune`` does three things, then
+:class:`TrimmerScheduler` is a ``PyTaskScheduler`` whose ``tune`` does four things, then
 hands over to :class:`_TrimmerLoop` (a second ``PyTaskScheduler`` that runs MetaSchedule's own
 C++ tuning loop; calling the C++ loop from an overridden ``tune`` of the same object recurses
 into it):
@@ -15,7 +15,9 @@ into it):
 2. appends an :class:`EnergyLedgerCallback` to the measure callbacks, which reads the energy
    meter when a round's results are joined and attributes the energy since the previous round
    to it (and equally to its candidates);
-3. runs the loop, whose ``next_task_id`` first joins the running round, then preempts tasks
+3. seeds each task's best latency from the database (:func:`database_best_seconds`), so a
+   tuning resumed after an interruption judges its rounds against what it already found;
+4. runs the loop, whose ``next_task_id`` first joins the running round, then preempts tasks
    that reached ``patience`` non-improving rounds (``terminate_task``), stops the whole tuning on
    the model-level plateau or a budget (returns -1), and otherwise picks the next task with
    MetaSchedule's gradient rule. Preemption is done here, after the join, and never from a
@@ -65,6 +67,22 @@ def runner_latencies(runner_results: list, builder_results: Optional[list] = Non
         else:
             out.append(float(np.mean(secs)))
     return out
+
+
+def database_best_seconds(database: Any, mod: Any) -> Optional[float]:
+    """Best mean run time (seconds) of ``mod``'s workload among the valid records already in a
+    MetaSchedule ``database``, or ``None`` when it holds none (a fresh tuning). Used when an
+    interrupted tuning resumes on its database, so Trimmer's per-task best does not restart
+    from infinity."""
+    if database is None or not database.has_workload(mod):
+        return None
+    best = None
+    for rec in database.get_top_k(database.commit_workload(mod), 1):
+        secs = [float(x) for x in (rec.run_secs or [])]
+        if secs and all(np.isfinite(secs)) and min(secs) > 0 and max(secs) < 1e9:
+            m = float(np.mean(secs))
+            best = m if best is None else min(best, m)
+    return best
 
 
 class EnergyLedger:
@@ -254,6 +272,8 @@ def _make_classes():
             self.state = TrimmerState(len(tasks), [float(w) for w in task_weights], self.config,
                                       np.random.default_rng(self.seed))
             self.task_names = [str(t.task_name) for t in tasks]
+            for i, ctx in enumerate(tasks):  # resume: judge rounds against the database's best
+                self.state.seed_best(i, database_best_seconds(database, ctx.mod))
             wrapped = []
             self.filter_stats = []
             for i, ctx in enumerate(tasks):

@@ -6,6 +6,9 @@ bookkeeping and the first two rules, the MetaSchedule adapter is ``tuning.backen
 
 * **Task preemption**: a tuning task whose best latency has not improved for ``patience``
   consecutive rounds of its own is stopped (the reference implementation uses 3, SPEC section 3).
+  Optionally (``min_task_improvement`` > 0) a round only counts as improving when it lowers the
+  task's best by more than that fraction, so measurement noise of a few per cent (a re-measured
+  near-copy of the best looking 0.3 % faster) does not keep a plateaued task alive.
 * **Model-level stop**: the whole tuning stops when the weighted sum of task best latencies (the
   estimated end-to-end latency: sum over tasks of ``weight_i * best_i``, seconds) improved by
   less than ``min_rel_improvement`` (a fraction) over the last ``window`` rounds.
@@ -39,6 +42,10 @@ class TrimmerConfig:
     """Thresholds of the Trimmer rules.
 
     patience: consecutive non-improving rounds of one task before it is preempted (>= 1).
+    min_task_improvement: fraction (0.01 = 1 %) by which a round must lower its task's best to
+        count as improving for preemption (0: any strict improvement, the paper's rule; a first
+        valid latency after ``inf`` always counts). Candidates' *contribution* (energy report)
+        stays strict.
     window: rounds (all tasks counted) over which the model-level improvement is measured;
         ``None`` means ``patience * n_tasks``, so every task can get about ``patience`` rounds per
         window and the model-level stop is never stricter than task preemption (with one task
@@ -60,6 +67,7 @@ class TrimmerConfig:
     """
 
     patience: int = 3
+    min_task_improvement: float = 0.0
     window: Optional[int] = None
     min_rel_improvement: float = 0.01
     energy_budget_j: Optional[float] = None
@@ -73,6 +81,8 @@ class TrimmerConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.patience, int) or self.patience < 1:
             raise ValueError(f"patience must be an integer >= 1, got {self.patience!r}")
+        if not 0.0 <= self.min_task_improvement < 1.0:
+            raise ValueError(f"min_task_improvement must be in [0, 1), got {self.min_task_improvement!r}")
         if self.window is not None and (not isinstance(self.window, int) or self.window < 1):
             raise ValueError(f"window must be None or an integer >= 1, got {self.window!r}")
         if not 0.0 <= self.min_rel_improvement < 1.0:
@@ -139,6 +149,7 @@ class RoundRecord:
     contributing: list[bool]
     weighted_total: Optional[float]
     preempted: bool = False
+    progressed: Optional[bool] = None  # improved by more than min_task_improvement (None: = improved)
 
     @property
     def improved(self) -> bool:
@@ -157,6 +168,7 @@ class RoundRecord:
             "best_before_s": fin(self.best_before),
             "best_after_s": fin(self.best_after),
             "improved": self.improved,
+            "progressed": self.improved if self.progressed is None else self.progressed,
             "n_contributing": sum(self.contributing),
             "weighted_total_s": self.weighted_total,
             "preempted_task": self.preempted,
@@ -186,6 +198,7 @@ class TrimmerState:
             raise ValueError(f"task weights must be > 0, got {list(self.weights)}")
         self.weights = [float(w) for w in self.weights]
         self.best: list[float] = [INF] * self.n_tasks
+        self.prior_best: list[Optional[float]] = [None] * self.n_tasks
         self.best_history: list[list[float]] = [[] for _ in range(self.n_tasks)]
         self.stale_rounds: list[int] = [0] * self.n_tasks
         self.preempted_at: list[Optional[int]] = [None] * self.n_tasks
@@ -195,6 +208,27 @@ class TrimmerState:
         self.stop_round: Optional[int] = None
 
     # ----------------------------------------------------------------- observation
+    def seed_best(self, task_id: int, best_s: Optional[float]) -> None:
+        """Resume: set ``task_id``'s best latency (seconds) to one measured by an earlier,
+        interrupted run (the best record in the tuning database), before any round is recorded.
+
+        The task keeps no round of its own (it still gets its warm-up round in
+        :meth:`choose_task`), but its rounds are judged against this best: a resumed round
+        that is slower than what the database already holds is a non-improving round, and
+        its candidates do not contribute. Without it a resumed task would start from
+        ``inf`` and count its first rounds as improvements, delaying its preemption.
+        ``None``, NaN, inf or <= 0 leave the task unseeded. Raises ValueError on a bad task
+        id or once rounds were recorded.
+        """
+        if not 0 <= task_id < self.n_tasks:
+            raise ValueError(f"task_id {task_id} out of range 0..{self.n_tasks - 1}")
+        if self.rounds:
+            raise ValueError("seed_best must be called before the first round is recorded")
+        if best_s is None or not math.isfinite(float(best_s)) or float(best_s) <= 0:
+            return
+        self.best[task_id] = float(best_s)
+        self.prior_best[task_id] = float(best_s)
+
     def record_round(self, task_id: int, latencies: Sequence[Optional[float]], joules: float = 0.0,
                      seconds: float = 0.0) -> RoundRecord:
         """Record one joined round of ``task_id``.
@@ -220,7 +254,9 @@ class TrimmerState:
                 running = x
         self.best[task_id] = running
         self.best_history[task_id].append(running)
-        if running < before:
+        progressed = running < before * (1.0 - self.config.min_task_improvement) if math.isfinite(before) \
+            else running < before
+        if progressed:
             self.stale_rounds[task_id] = 0
         else:
             self.stale_rounds[task_id] += 1
@@ -230,7 +266,8 @@ class TrimmerState:
             self.preempted_at[task_id] = index
         total = self.weighted_total()
         self.totals.append(total)
-        rec = RoundRecord(index, task_id, lat, float(joules), float(seconds), before, running, contributing, total, preempt)
+        rec = RoundRecord(index, task_id, lat, float(joules), float(seconds), before, running, contributing, total, preempt,
+                          progressed)
         self.rounds.append(rec)
         return rec
 
@@ -346,6 +383,7 @@ class TrimmerState:
                     "best_s": fin(self.best[t]),
                     "rounds": len(self.best_history[t]),
                     "preempted_at_round": self.preempted_at[t],
+                    "prior_best_s": self.prior_best[t],
                 }
                 for t in range(self.n_tasks)
             ],

@@ -232,3 +232,108 @@ def test_default_window_is_patience_times_tasks():
             stopped = len(st.rounds)
             break
     assert stopped == 4 and st.stop_reason == "model-plateau"
+
+
+# Resume: the database of the interrupted run already holds a best of 1.0 s for the task.
+# Rounds after the resume (one candidate each), patience 3:
+RESUMED = [1.2, 1.1, 1.05, 0.9]
+
+
+@pytest.mark.parametrize(
+    "prior, expected_preempt, expected_contrib",
+    [
+        # seeded with 1.0: 1.2, 1.1, 1.05 are all >= 1.0 -> stale 1, 2, 3 -> preempted at r3;
+        # no candidate contributed (0.9 at r4 is recorded after preemption and would contribute)
+        (1.0, 3, [False, False, False, True]),
+        # unseeded (fresh run, or a resume that forgot the database): inf -> 1.2 -> 1.1 -> 1.05
+        # -> 0.9 all improve, never preempted, every candidate "contributes"
+        (None, None, [True, True, True, True]),
+        # seeded with a worse prior 1.15: 1.2 stale 1, 1.1 improves (reset), 1.05 improves, 0.9 improves
+        (1.15, None, [False, True, True, True]),
+        # an invalid prior (a failed record) is ignored, as unseeded
+        (math.inf, None, [True, True, True, True]),
+    ],
+)
+def test_resumed_task_is_judged_against_database_best(prior, expected_preempt, expected_contrib):
+    st = _state(1, patience=3, min_rel_improvement=0.0)
+    st.seed_best(0, prior)
+    got, contrib = None, []
+    for lat in RESUMED:
+        rec = st.record_round(0, [lat])
+        contrib += rec.contributing
+        if rec.preempted:
+            got = rec.index
+    assert got == expected_preempt
+    assert contrib == expected_contrib
+    assert st.choose_task([0]) == (-1 if expected_preempt else 0)
+
+
+def test_resumed_tasks_get_their_warmup_round_and_define_the_weighted_total():
+    # two tasks seeded with 2.0 and 3.0 s, weights 1 and 2: the weighted total is defined before
+    # any round (2 + 6 = 8), and round-robin still gives each task a first round (t0 then t1)
+    st = _state(2, [1.0, 2.0], patience=3)
+    st.seed_best(0, 2.0)
+    st.seed_best(1, 3.0)
+    assert st.weighted_total() == 8.0
+    assert st.choose_task([0, 1]) == 0
+    st.record_round(0, [2.5])
+    assert st.choose_task([0, 1]) == 1
+    assert st.report()["tasks"][0]["prior_best_s"] == 2.0
+
+
+def test_seed_best_rejects_bad_task_and_late_calls():
+    st = _state(1)
+    with pytest.raises(ValueError):
+        st.seed_best(1, 1.0)
+    st.record_round(0, [1.0])
+    with pytest.raises(ValueError):
+        st.seed_best(0, 0.5)
+
+
+# A task creeping down by small steps (one candidate per round); the relative drop of each round
+# against the best before it is written beside it.
+CREEPING = [
+    [10.0],   # r1 inf -> 10.0: a first valid latency always counts
+    [9.0],    # r2 -10 %
+    [8.95],   # r3 -0.56 %
+    [8.93],   # r4 -0.22 %
+    [8.80],   # r5 -1.46 %
+    [8.79],   # r6 -0.11 %
+    [8.785],  # r7 -0.06 %
+    [8.78],   # r8 -0.06 %
+    [8.0],    # r9 -8.9 % (only reached when nothing preempted the task before)
+]
+
+
+@pytest.mark.parametrize(
+    "min_imp, patience, expected_round",
+    [
+        (0.0, 3, None),   # every round strictly improves: never stale (the paper's rule)
+        (0.01, 3, 8),     # stale: r3 1, r4 2, r5 reset (1.46 % > 1 %), r6 1, r7 2, r8 3 -> r8
+        (0.02, 3, 5),     # r3 1, r4 2, r5 3 (1.46 % < 2 %) -> r5
+        (0.005, 3, 8),    # r3 0.56 % > 0.5 % resets; r4 1, r5 reset, r6 1, r7 2, r8 3 -> r8
+        (0.01, 2, 4),     # r3 1, r4 2 -> r4
+        (0.2, 1, 2),      # r2's 10 % < 20 % -> stale 1 at r2
+    ],
+)
+def test_noise_threshold_for_task_progress(min_imp, patience, expected_round):
+    st = _state(patience=patience, min_task_improvement=min_imp, min_rel_improvement=0.0)
+    got = None
+    for lat in CREEPING:
+        rec = st.record_round(0, lat)
+        if rec.preempted:
+            got = rec.index
+            break
+    assert got == expected_round
+    if got is not None:
+        # the preempting round still lowered the best (it improved, but not by enough) unless
+        # the threshold was 0; candidates' contribution stays strict
+        d = st.rounds[-1].as_dict()
+        assert d["progressed"] is False
+        assert d["n_contributing"] == (1 if d["improved"] else 0)
+
+
+def test_noise_threshold_rejects_bad_values():
+    for bad in (-0.01, 1.0):
+        with pytest.raises(ValueError):
+            TrimmerConfig(min_task_improvement=bad)
