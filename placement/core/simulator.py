@@ -135,6 +135,7 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
         raise ValueError(f"migration_cost_s must be >= 0 s, got {migration_cost_s}")
     rng = np.random.default_rng(seed)
     state = ClusterState(gpus)
+    state.track_end = True  # this simulator keeps end_at (projected isolated finish per GPU)
     if len({j.job_id for j in jobs}) != len(jobs):
         raise ValueError("job ids must be unique")
     max_mem = float(state.capacity.max())

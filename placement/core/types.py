@@ -83,6 +83,7 @@ class ClusterState:
         self.util_sum = np.zeros(len(gpus))
         self.ntasks = np.zeros(len(gpus), dtype=np.int64)
         self.end_at = np.full(len(gpus), np.nan)
+        self.track_end = False
         self.running: dict[int, tuple[JobSpec, tuple[int, ...]]] = {}
         self.attained: dict[int, float] = {}
         self.nodes = np.unique(self.node)
@@ -130,7 +131,10 @@ class ClusterState:
 
     def note_end(self, gpu_ids: tuple[int, ...], end_at: float) -> None:
         """Record that a job on ``gpu_ids`` is projected to finish at ``end_at`` (s): each
-        GPU's ``end_at`` becomes the later of the two (NaN counts as unknown)."""
+        GPU's ``end_at`` becomes the later of the two (NaN counts as unknown). No-op unless
+        ``track_end``."""
+        if not self.track_end:
+            return
         idx = np.fromiter(gpu_ids, dtype=np.int64)
         self.end_at[idx] = np.fmax(self.end_at[idx], end_at)
 

@@ -79,6 +79,7 @@ def test_critical_path_guard_by_hand():
 
 def test_guard_mask_and_work_bound_by_hand():
     state = ClusterState(homogeneous_cluster(1, 3))
+    state.track_end = True
     state.assign(JobSpec(0, 0, 1, 100, 50, 1000), (0,))
     state.assign(JobSpec(1, 0, 1, 10, 50, 1000), (1,))
     state.end_at[:2] = [100.0, 10.0]
@@ -153,3 +154,26 @@ def test_cluster_state_move_checks_memory_and_leaves_state_on_error():
 def test_negative_migration_cost_is_an_error():
     with pytest.raises(ValueError, match="migration_cost_s"):
         simulator.simulate([A], homogeneous_cluster(1, 1), policies.Horus(), FLAT, migration_cost_s=-1)
+
+
+def test_live_state_without_end_tracking_excludes_nothing():
+    # A 1000 s job on the only GPU, projected to end at 1000; a 10 s newcomer, bound H = 1000:
+    # 1000 + min(1000, 10) > 1000 -> excluded when end times are tracked (simulator) ...
+    h = policies.Horus()
+    h._work_bound = 0.0
+    newcomer = JobSpec(1, 0, 1, 10, 40, 100)
+    tracked = ClusterState(homogeneous_cluster(1, 1))
+    tracked.track_end = True
+    tracked.assign(JobSpec(0, 0, 1, 1000, 40, 100), (0,))
+    tracked.note_end((0,), 1000.0)
+    assert h.candidates(newcomer, tracked, 0.0).tolist() == [False]
+    # ... but live placement's state does not track them: end_at stays NaN, nothing is excluded
+    live = ClusterState(homogeneous_cluster(1, 1))
+    live.assign(JobSpec(0, 0, 1, 1000, 40, 100), (0,))
+    live.note_end((0,), 1000.0)
+    assert np.isnan(live.end_at).all()
+    assert h.candidates(newcomer, live, 0.0).tolist() == [True]
+    # and a live round places both jobs on the one GPU, as before the guard existed
+    out = policies.Horus().place([JobSpec(0, 0, 1, 1000, 40, 100), newcomer], ClusterState(homogeneous_cluster(1, 1)),
+                                 0.0, np.random.default_rng(0))
+    assert [p.gpu_ids for p in out] == [(0,), (0,)]
