@@ -14,6 +14,7 @@ Run (timing runs go through the shared bench lock)::
 
     flock /tmp/tandem-bench.lock nice -n 5 python bench/placement.py
     python bench/placement.py --help
+    python bench/placement.py --quality-only --no-migrate --no-protect    # Horus as first built
 """
 from __future__ import annotations
 
@@ -54,6 +55,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--migration-cost-s", type=float, default=DEFAULT_MIGRATION_COST_S,
                     help="checkpoint/restore pause charged per migration, seconds "
                          f"(default {DEFAULT_MIGRATION_COST_S:g})")
+    ap.add_argument("--no-migrate", action="store_true",
+                    help="ablation: gandiva, horus and horus+ do not migrate co-located jobs")
+    ap.add_argument("--no-protect", action="store_true",
+                    help="ablation: horus and horus+ without the critical-path guard")
     ap.add_argument("--data", type=Path, default=ROOT / "data", help="data directory (default: repo data/)")
     ap.add_argument("--csv", type=Path, default=ROOT / "bench" / "out" / "placement.csv",
                     help="per-run CSV output (default bench/out/placement.csv)")
@@ -71,6 +76,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not args.migration_cost_s >= 0:
         ap.error("--migration-cost-s must be >= 0")
     return args
+
+
+def policy_kwargs(name: str, args: argparse.Namespace) -> dict:
+    """Ablation switches: ``--no-migrate`` (gandiva, horus, horus+), ``--no-protect`` (horus, horus+)."""
+    kw = {}
+    if args.no_migrate and name in ("gandiva", "horus", "horus+"):
+        kw["migrate"] = False
+    if args.no_protect and name in ("horus", "horus+"):
+        kw["protect_critical"] = False
+    return kw
 
 
 def ratio_summary(rows: list[dict], vcs: list[str], base: str) -> tuple[dict, dict]:
@@ -107,7 +122,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     tables = setup.load_tables(args.data)
     rows: list[dict] = []
-    out: dict = {"bench": "placement", "seed": args.seed, "migration_cost_s": args.migration_cost_s}
+    out: dict = {"bench": "placement", "seed": args.seed, "migration_cost_s": args.migration_cost_s,
+                 "no_migrate": args.no_migrate, "no_protect": args.no_protect}
     if not args.scale_only:
         lower_bound = {}
         for vc in args.vcs:
@@ -116,8 +132,8 @@ def main(argv: list[str] | None = None) -> None:
             lower_bound[vc] = max(j.arrival + j.duration for j in jobs) - min(j.arrival for j in jobs)
             for p in args.policies:
                 t = time.perf_counter()
-                s = simulator.simulate(jobs, gpus, make_policy(p), tables.interference, seed=args.seed,
-                                       migration_cost_s=args.migration_cost_s).summary()
+                s = simulator.simulate(jobs, gpus, make_policy(p, **policy_kwargs(p, args)), tables.interference,
+                                       seed=args.seed, migration_cost_s=args.migration_cost_s).summary()
                 rows.append({"trace": vc, "gpus": len(gpus), **s, "wall_s": time.perf_counter() - t})
         per_vc: dict = {}
         for base in ("fifo", "gandiva"):
@@ -132,6 +148,15 @@ def main(argv: list[str] | None = None) -> None:
             per_vc[vc]["makespan_over_lower_bound"]["horus"] <= 1 + TIE for vc in args.vcs)
         out["fifo_makespan_at_lower_bound"] = sum(
             per_vc[vc]["makespan_over_lower_bound"]["fifo"] <= 1 + TIE for vc in args.vcs)
+        out["geomean_vs_fifo"] = {}
+        for p in args.policies:
+            g = {}
+            for m in ("makespan_s", "mean_queueing_delay_s", "mean_jct_s"):
+                r = [x[m] / f[m] for vc in args.vcs
+                     for x in rows if x["trace"] == vc and x["policy"] == p
+                     for f in rows if f["trace"] == vc and f["policy"] == "fifo" and f[m] > 0 and x[m] > 0]
+                g[m] = round(float(np.exp(np.mean(np.log(r)))), 4) if r else None
+            out["geomean_vs_fifo"][p] = g
         out["migrations"] = {p: int(sum(r["migrations"] for r in rows if r["policy"] == p)) for p in args.policies}
         out["per_vc"] = per_vc
     if not args.quality_only:
@@ -139,8 +164,8 @@ def main(argv: list[str] | None = None) -> None:
         cpu0 = time.process_time()
         jobs = setup.load_trace("philly", args.data, tables, seed=args.seed)
         gpus = setup.cluster(jobs)
-        s = simulator.simulate(jobs, gpus, make_policy("horus"), tables.interference, seed=args.seed,
-                               migration_cost_s=args.migration_cost_s).summary()
+        s = simulator.simulate(jobs, gpus, make_policy("horus", **policy_kwargs("horus", args)), tables.interference,
+                               seed=args.seed, migration_cost_s=args.migration_cost_s).summary()
         wall = time.perf_counter() - t
         cpu = time.process_time() - cpu0
         rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
