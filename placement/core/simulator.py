@@ -1,11 +1,20 @@
 """Discrete-event, trace-driven, seeded simulator of a GPU cluster under a placement policy.
 
-Events (a binary heap of ``(time, seq, kind, job_id, version)``): arrivals, finishes and, for
-preemptive policies, a periodic re-evaluation tick. A running job progresses at rate
+Events (a binary heap of ``(time, seq, kind, job_id, version)``): arrivals, finishes, for
+preemptive policies a periodic re-evaluation tick, and for migrating policies the end of a
+migration's checkpoint/restore pause. A running job progresses at rate
 ``1 / slowdown`` where slowdown is the largest, over its GPUs, of the interference model's
 slowdown given the other jobs on that GPU; whenever a GPU's set of jobs changes the affected
 jobs' remaining work is brought up to date and their finish event re-issued (stale events are
 skipped by version). Cost per event: O(GPUs) numpy work plus the policy's.
+
+Migration (policies with ``migrates``, see :meth:`placement.core.policies.Policy.migrate`):
+after each placement round, if some GPU is idle and some GPU holds more than one task, the
+policy may move co-located jobs. A moved job leaves its old GPUs at once (its co-runners speed
+up from that instant), holds its new GPUs (memory and task slot) from that instant, and makes
+no progress for ``migration_cost_s`` (checkpoint + restore); it then runs at the rate its new
+GPUs give. While paused it still counts as a co-runner for the interference of a job placed
+next to it (conservative) but adds nothing to effective utilisation.
 
 Metrics (field terms): per job queueing delay (first start - arrival, s), JCT (finish -
 arrival, s), slowdown (JCT / isolated duration), placement (GPU ids, first start);
@@ -23,15 +32,16 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .interference import InterferenceModel
-from .policies import Policy
+from .policies import DEFAULT_MIGRATION_COST_S, Policy
 from .types import ClusterState, GPUSpec, JobSpec
 
-ARRIVAL, FINISH, TICK = 0, 1, 2
+ARRIVAL, FINISH, TICK, RESUME = 0, 1, 2, 3
 
 
 @dataclass
 class JobOutcome:
-    """Per-job result; times in seconds."""
+    """Per-job result; times in seconds. ``gpu_ids``: the GPUs it finished on;
+    ``preemptions`` / ``migrations``: how often it was suspended / moved."""
 
     job_id: int
     model: str
@@ -42,6 +52,7 @@ class JobOutcome:
     duration: float
     gpu_ids: tuple[int, ...]
     preemptions: int = 0
+    migrations: int = 0
 
     @property
     def queueing_delay(self) -> float:
@@ -90,31 +101,41 @@ class SimulationResult:
             "median_jct_s": float(np.median(jct)), "p95_jct_s": float(np.percentile(jct, 95)),
             "mean_queueing_delay_s": float(qd.mean()), "mean_gpu_util_pct": mean_util,
             "mean_slowdown": float(np.mean([j.slowdown for j in self.jobs])), "events": self.events,
+            "migrations": int(sum(j.migrations for j in self.jobs)),
         }
         return self.metrics
 
 
 class _Run:
-    __slots__ = ("job", "remaining", "rate", "last", "version", "start", "gpus", "preemptions")
+    __slots__ = ("job", "remaining", "rate", "last", "version", "start", "gpus", "preemptions",
+                 "migrations", "resume_at", "finish_at")
 
     def __init__(self, job: JobSpec) -> None:
         self.job, self.remaining, self.rate, self.last = job, job.duration, 0.0, 0.0
         self.version, self.start, self.gpus, self.preemptions = 0, None, (), 0
+        self.migrations, self.resume_at = 0, -np.inf  # no progress before resume_at (migration)
+        self.finish_at = np.nan  # projected finish if it ran alone from its last refresh on (s)
 
 
 def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
              interference: InterferenceModel, *, seed: int = 0, tick_s: float = 600.0,
+             migration_cost_s: float = DEFAULT_MIGRATION_COST_S,
              progress: Callable[[int, int], None] | None = None,
              progress_every: int = 256) -> SimulationResult:
     """Replay ``jobs`` on ``gpus`` under ``policy``; deterministic for a given ``seed``.
 
-    Raises ``ValueError`` if a job can never fit (more GPUs than the cluster has, or more
-    memory than the largest GPU) or job ids repeat. ``progress(done, total)`` (jobs finished,
+    ``migration_cost_s``: pause (s) charged to every migration (only policies with
+    ``migrates`` migrate). Raises ``ValueError`` if a job can never fit (more GPUs than the
+    cluster has, or more memory than the largest GPU), job ids repeat or
+    ``migration_cost_s`` < 0. ``progress(done, total)`` (jobs finished,
     jobs in all) is called every ``progress_every`` events and once at the end; an exception it
     raises (e.g. a cancellation) propagates and stops the run.
     """
+    if not migration_cost_s >= 0:
+        raise ValueError(f"migration_cost_s must be >= 0 s, got {migration_cost_s}")
     rng = np.random.default_rng(seed)
     state = ClusterState(gpus)
+    state.track_end = True  # this simulator keeps end_at (projected isolated finish per GPU)
     if len({j.job_id for j in jobs}) != len(jobs):
         raise ValueError("job ids must be unique")
     max_mem = float(state.capacity.max())
@@ -139,9 +160,10 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
     tick_pending = False
 
     def advance(r: _Run, now: float) -> None:
-        if r.rate > 0:
-            r.remaining -= (now - r.last) * r.rate
-            state.attained[r.job.job_id] = state.attained.get(r.job.job_id, 0.0) + (now - r.last) * r.job.num_gpus
+        ran = now - max(r.last, r.resume_at)  # no progress during a migration pause
+        if r.rate > 0 and ran > 0:
+            r.remaining -= ran * r.rate
+            state.attained[r.job.job_id] = state.attained.get(r.job.job_id, 0.0) + ran * r.job.num_gpus
         r.last = now
 
     def refresh(gpu_set: set[int], now: float) -> None:
@@ -160,10 +182,51 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
                 worst = max(worst, s)
             r.rate = 1.0 / worst
             r.version += 1
-            heapq.heappush(heap, (now + max(r.remaining, 0.0) / r.rate, seq, FINISH, jid, r.version))
+            r.finish_at = max(now, r.resume_at) + max(r.remaining, 0.0)  # if it ran alone from now
+            heapq.heappush(heap, (max(now, r.resume_at) + max(r.remaining, 0.0) / r.rate, seq, FINISH, jid,
+                                  r.version))
             seq += 1
+        for g in gpu_set.union(*(runs[j].gpus for j in affected)):
+            state.end_at[g] = max((runs[o].finish_at for o in on_gpu[g]), default=np.nan)
         for g in gpu_set:
-            eff[g] = min(100.0, sum(runs[o].job.util / sd_cache.get((o, g), 1.0) for o in on_gpu[g]))
+            eff[g] = min(100.0, sum(runs[o].job.util / sd_cache.get((o, g), 1.0) for o in on_gpu[g]
+                                    if runs[o].resume_at <= now))
+
+    def migrate(now: float) -> set[int]:
+        """Ask the policy to un-share jobs onto idle GPUs; apply its moves. Returns GPUs touched."""
+        nonlocal seq
+        shared = np.flatnonzero(state.ntasks > 1)
+        if len(shared) == 0 or not np.any(state.ntasks == 0):
+            return set()
+        remaining: dict[int, float] = {}
+        slowdown: dict[int, float] = {}
+        for g in shared:
+            for jid in on_gpu[g]:
+                if jid not in remaining:
+                    r = runs[jid]
+                    ran = max(now - max(r.last, r.resume_at), 0.0)
+                    remaining[jid] = max(r.remaining - ran * r.rate, 0.0)
+                    slowdown[jid] = 1.0 / r.rate if r.rate > 0 else 1.0
+        touched: set[int] = set()
+        for m in policy.migrate(state, now, remaining, slowdown, migration_cost_s):
+            r = runs[m.job_id]
+            if tuple(r.gpus) != tuple(m.from_gpus):
+                raise RuntimeError(f"{policy.name}: migration of job {m.job_id} from {m.from_gpus}, "
+                                   f"but it runs on {r.gpus}")
+            advance(r, now)
+            state.move(m.job_id, m.to_gpus)  # raises if over memory or not running
+            for g in r.gpus:
+                on_gpu[g].remove(m.job_id)
+            for g in m.to_gpus:
+                on_gpu[g].append(m.job_id)
+            touched.update(r.gpus)
+            touched.update(m.to_gpus)
+            r.gpus = tuple(m.to_gpus)
+            r.resume_at = now + migration_cost_s
+            r.migrations += 1
+            heapq.heappush(heap, (r.resume_at, seq, RESUME, m.job_id, r.migrations))
+            seq += 1
+        return touched
 
     def schedule(now: float) -> None:
         nonlocal tick_pending, seq
@@ -178,29 +241,32 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
                 for g in r.gpus:
                     on_gpu[g].remove(jid)
                 freed.update(r.gpus)
-                r.rate, r.version, r.gpus = 0.0, r.version + 1, ()
+                r.rate, r.version, r.gpus, r.resume_at = 0.0, r.version + 1, (), -np.inf
                 r.preemptions += 1
                 queue[jid] = r.job
             if freed:
                 refresh(freed, now)
-        if not queue:
-            return
-        waiting = list(queue.values()) if policy.queue_window is None else \
-            list(itertools.islice(queue.values(), policy.queue_window))
-        placements = policy.place(waiting, state, now, rng)
-        touched: set[int] = set()
-        for p in placements:
-            job = queue.pop(p.job_id)
-            state.assign(job, p.gpu_ids)
-            r = runs[p.job_id]
-            r.gpus, r.last = p.gpu_ids, now
-            if r.start is None:
-                r.start = now
-            for g in p.gpu_ids:
-                on_gpu[g].append(p.job_id)
-            touched.update(p.gpu_ids)
-        if touched:
-            refresh(touched, now)
+        if queue:
+            waiting = list(queue.values()) if policy.queue_window is None else \
+                list(itertools.islice(queue.values(), policy.queue_window))
+            placements = policy.place(waiting, state, now, rng)
+            touched: set[int] = set()
+            for p in placements:
+                job = queue.pop(p.job_id)
+                state.assign(job, p.gpu_ids)
+                r = runs[p.job_id]
+                r.gpus, r.last = p.gpu_ids, now
+                if r.start is None:
+                    r.start = now
+                for g in p.gpu_ids:
+                    on_gpu[g].append(p.job_id)
+                touched.update(p.gpu_ids)
+            if touched:
+                refresh(touched, now)
+        if policy.migrates:  # on GPUs still idle after placement, with rates up to date
+            moved = migrate(now)
+            if moved:
+                refresh(moved, now)
         if policy.preemptive and queue and not tick_pending:
             heapq.heappush(heap, (now + tick_s, seq, TICK, -1, 0))
             seq += 1
@@ -222,9 +288,14 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
                 on_gpu[g].remove(jid)
             refresh(set(r.gpus), now)
             outcomes.append(JobOutcome(jid, r.job.model, r.job.num_gpus, r.job.arrival, r.start, now,
-                                       r.job.duration, r.gpus, r.preemptions))
+                                       r.job.duration, r.gpus, r.preemptions, r.migrations))
         elif kind == ARRIVAL:
             queue[jid] = runs[jid].job
+        elif kind == RESUME:
+            r = runs[jid]
+            if version != r.migrations or jid not in state.running or r.resume_at != now:
+                continue
+            refresh(set(r.gpus), now)  # its tasks count towards utilisation again
         else:
             tick_pending = False
         # batch simultaneous events before asking the policy

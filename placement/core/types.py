@@ -65,6 +65,10 @@ class ClusterState:
     ``mem_used`` (MiB), ``util_sum`` (% predicted), ``ntasks`` (count) are indexed by gpu_id.
     ``running``: job_id -> (JobSpec, gpu_ids); ``attained``: job_id -> GPU-seconds of service
     received so far (Tiresias's 2D attained service), maintained by the simulator / live layer.
+    ``end_at`` (s, absolute): projected time the last job now on each GPU would finish if
+    every job ran alone from now on (isolated remaining work; a lower bound while shared);
+    NaN where unknown (live placement, which does not know progress) or the GPU is empty. The simulator maintains it; policies extend it in their scratch copies as they
+    assign (:meth:`note_end`).
     """
 
     def __init__(self, gpus: list[GPUSpec]) -> None:
@@ -78,6 +82,8 @@ class ClusterState:
         self.mem_used = np.zeros(len(gpus))
         self.util_sum = np.zeros(len(gpus))
         self.ntasks = np.zeros(len(gpus), dtype=np.int64)
+        self.end_at = np.full(len(gpus), np.nan)
+        self.track_end = False
         self.running: dict[int, tuple[JobSpec, tuple[int, ...]]] = {}
         self.attained: dict[int, float] = {}
         self.nodes = np.unique(self.node)
@@ -97,6 +103,7 @@ class ClusterState:
         c = object.__new__(ClusterState)
         c.__dict__.update(self.__dict__)
         c.mem_used, c.util_sum, c.ntasks = self.mem_used.copy(), self.util_sum.copy(), self.ntasks.copy()
+        c.end_at = self.end_at.copy()
         c.running = dict(self.running)
         return c
 
@@ -122,6 +129,15 @@ class ClusterState:
         self.ntasks[idx] += 1
         self.running[job.job_id] = (job, tuple(int(g) for g in gpu_ids))
 
+    def note_end(self, gpu_ids: tuple[int, ...], end_at: float) -> None:
+        """Record that a job on ``gpu_ids`` is projected to finish at ``end_at`` (s): each
+        GPU's ``end_at`` becomes the later of the two (NaN counts as unknown). No-op unless
+        ``track_end``."""
+        if not self.track_end:
+            return
+        idx = np.fromiter(gpu_ids, dtype=np.int64)
+        self.end_at[idx] = np.fmax(self.end_at[idx], end_at)
+
     def release(self, job_id: int) -> tuple[int, ...]:
         """Remove ``job_id``'s tasks; returns the GPUs it held. ``KeyError`` if not running."""
         job, gpu_ids = self.running.pop(job_id)
@@ -130,6 +146,22 @@ class ClusterState:
         self.util_sum[idx] = np.maximum(self.util_sum[idx] - job.util, 0.0)
         self.ntasks[idx] -= 1
         return gpu_ids
+
+    def move(self, job_id: int, gpu_ids: tuple[int, ...]) -> tuple[int, ...]:
+        """Migrate running ``job_id`` to ``gpu_ids`` (one task per GPU; GPUs it already holds
+        may be kept). Returns the GPUs it held before. Raises ``KeyError`` if the job is not
+        running and ``ValueError`` (state unchanged) if the new set has the wrong size or a
+        GPU would go over its memory once the job's old tasks are removed."""
+        job, old = self.running[job_id]
+        if len(set(gpu_ids)) != job.num_gpus:
+            raise ValueError(f"job {job_id} needs {job.num_gpus} distinct GPUs, got {gpu_ids}")
+        self.release(job_id)
+        try:
+            self.assign(job, gpu_ids)
+        except ValueError:
+            self.assign(job, old)  # fits: it was there a moment ago
+            raise
+        return old
 
     def jobs_on(self, gpu_id: int) -> list[JobSpec]:
         """Jobs with a task on ``gpu_id`` (linear scan; for explanations and tests)."""

@@ -76,15 +76,26 @@ job_st = st.builds(
     st.floats(100, 16000))
 
 
-@settings(max_examples=25, deadline=None)
-@given(st.lists(job_st, min_size=1, max_size=25), st.sampled_from(list(policies.POLICIES)), st.integers(0, 3))
-def test_invariants_memory_once_and_all_finish(raw, policy_name, seed):
+#: every policy with its defaults, plus Horus without its critical-path guard (migrates more)
+POLICY_CONFIGS = [(name, {}) for name in policies.POLICIES] + [("horus", {"protect_critical": False})]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(job_st, min_size=1, max_size=25), st.sampled_from(POLICY_CONFIGS), st.integers(0, 3),
+       st.sampled_from([0.0, 5.0, 30.0]))
+def test_invariants_memory_once_and_all_finish(raw, config, seed, migration_cost):
+    check_invariants(raw, config, seed, migration_cost)
+
+
+def check_invariants(raw, config, seed, migration_cost):
+    """Simulate ``raw`` jobs on 2x4 GPUs under ``config`` = (policy name, kwargs), asserting at
+    every placement and migration decision and at the end; returns the result."""
     jobs = [JobSpec(i, a, g, d, u, m) for i, (a, g, d, u, m) in enumerate(raw)]
     gpus = homogeneous_cluster(2, 4)
-    policy = policies.make_policy(policy_name)
-    # wrap place() to check the invariants at every decision
+    policy = policies.make_policy(config[0], **config[1])
+    # wrap place() and migrate() to check the invariants at every decision
     seen_running: set[int] = set()
-    inner = policy.place
+    inner, inner_migrate = policy.place, policy.migrate
 
     def checked(queue, state, now, rng):
         out = inner(queue, state, now, rng)
@@ -99,10 +110,46 @@ def test_invariants_memory_once_and_all_finish(raw, policy_name, seed):
         seen_running.update(ids)
         return out
 
+    def checked_migrate(state, now, remaining, slowdown, cost_s):
+        out = inner_migrate(state, now, remaining, slowdown, cost_s)
+        ids = [m.job_id for m in out]
+        assert len(ids) == len(set(ids)), "a job migrated twice in one decision"
+        assert policy.migrates or not out, "a policy without migration migrated"
+        scratch = state.copy()
+        for m in out:
+            job, held = scratch.running[m.job_id]  # KeyError: not running
+            assert held == m.from_gpus
+            assert len(set(m.to_gpus)) == job.num_gpus, "a task on two GPUs / a GPU twice"
+            for g in m.to_gpus:  # destinations: idle, or held by this job alone
+                assert scratch.ntasks[g] == 0 or (g in held and scratch.ntasks[g] == 1)
+            scratch.move(m.job_id, m.to_gpus)  # raises if over memory
+            assert m.saving_s > 0
+        assert np.all(scratch.mem_used <= scratch.capacity + 1e-6)
+        assert sum(len(g) for _, g in scratch.running.values()) == int(scratch.ntasks.sum())
+        return out
+
     policy.place = checked
-    r = simulator.simulate(jobs, gpus, policy, FLAT, seed=seed)
+    policy.migrate = checked_migrate
+    r = simulator.simulate(jobs, gpus, policy, FLAT, seed=seed, migration_cost_s=migration_cost)
     assert sorted(o.job_id for o in r.jobs) == list(range(len(jobs)))  # every job finished once
     assert all(o.finish >= o.start >= o.arrival for o in r.jobs)
+    # a job runs at most at full speed and makes no progress while a migration pauses it
+    for o in r.jobs:
+        assert o.finish - o.start >= o.duration + o.migrations * migration_cost - 1e-6
+        assert o.migrations == 0 or policy.migrates
+    return r
+
+
+def test_invariants_hold_in_a_case_with_migrations():
+    # the property above, on a case known to migrate (so that its migrate checks do run):
+    # 8 one-GPU jobs fill 8 GPUs, 2 more co-locate, then the short ones end and free GPUs
+    raw = [(0.0, 1, 10.0 if i < 4 else 400.0, 50.0, 1000.0) for i in range(8)] + \
+          [(1.0, 1, 400.0, 50.0, 1000.0), (1.0, 1, 400.0, 50.0, 1000.0)]
+    jobs = [JobSpec(i, a, g, d, u, m) for i, (a, g, d, u, m) in enumerate(raw)]
+    for config in (("horus", {"protect_critical": False}), ("horus+", {"protect_critical": False}),
+                   ("gandiva", {})):
+        r = check_invariants(raw, config, 0, 5.0)
+        assert r.summary()["migrations"] >= 1, config
 
 
 def test_never_fitting_job_is_an_error():
