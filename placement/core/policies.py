@@ -23,6 +23,7 @@ section; we follow the summary in Tandem SPEC section 2). Tiresias = Gu et al., 
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -51,7 +52,7 @@ class Migration:
     explanation: dict = field(default_factory=dict)
 
 
-class Policy:
+class Policy(ABC):
     """Base class. ``k_max``: most tasks per GPU; ``exclusive``: a GPU holds one job only."""
 
     name = "base"
@@ -61,9 +62,12 @@ class Policy:
     queue_window: int | None = None  # a policy that only looks at the N oldest jobs says so
     migrates = False  # un-shares co-located jobs onto idle GPUs (simulator only)
 
+    @abstractmethod
     def place(self, queue: Sequence[JobSpec], state: ClusterState, now: float,
               rng: np.random.Generator) -> list[Placement]:
-        raise NotImplementedError
+        """Placements to start now for jobs of ``queue`` (oldest first) on ``state``'s GPUs at
+        simulated or wall time ``now`` (seconds); ``rng`` for randomised policies. Must not
+        exceed any GPU's memory or ``k_max``, nor place a job twice."""
 
     def preempt(self, queue: Sequence[JobSpec], state: ClusterState, now: float) -> list[int]:
         """Job ids to suspend now (re-queued by the caller). Default: none."""
