@@ -87,6 +87,14 @@ class TuningParameters(serializers.Serializer):
 
                 if name not in torchvision.models.list_models():
                     raise serializers.ValidationError({"model": f"unknown model {name!r}"})
+        if attrs.get("options"):
+            from .backends.options import validate_options
+            from .services import default_num_threads
+
+            try:
+                validate_options(attrs["options"], attrs.get("num_threads") or default_num_threads())
+            except ValueError as err:
+                raise serializers.ValidationError({"options": str(err)}) from None
         if attrs.get("seed_database"):
             from .services import tuning_root
 

@@ -740,23 +740,51 @@ def meta_classes():
     return _CLASSES
 
 
+def engine_settings(options: Any, num_threads: int) -> tuple[list[SlotSpec], DopplerConfig, dict[str, Any]]:
+    """Parse DOPpler's options (``TuningSetup.options["doppler"]``, a dict or None) without
+    starting anything: returns (measurement slots, :class:`DopplerConfig`, the remaining
+    :class:`DopplerEngine` keyword arguments). Used by :func:`make_engine` and by the tuning
+    API's validation, so a bad value is refused before an experiment is stored.
+
+    Raises ``ValueError`` naming the option on a non-dict, an unknown key, a value of the wrong
+    type or out of range, or a device string :func:`parse_devices` rejects."""
+    if options is None:
+        options = {}
+    if not isinstance(options, dict):
+        raise ValueError(f"options['doppler'] must be an object of DOPpler settings, got {type(options).__name__}")
+    opts = dict(options)
+    try:
+        devices = str(opts.pop("devices", None) or os.environ.get("TANDEM_DOPPLER_DEVICES") or "cpu")
+        overlap = opts.pop("overlap", "auto")
+        if overlap not in (None, "auto", True, False):
+            raise ValueError(f"overlap must be 'auto', true or false, got {overlap!r}")
+        overlap = None if overlap in (None, "auto") else bool(overlap)
+        build_workers = opts.pop("build_workers", None)
+        if build_workers is not None and (not isinstance(build_workers, int) or build_workers < 1):
+            raise ValueError(f"build_workers must be an integer >= 1, got {build_workers!r}")
+        build_timeout_s = float(opts.pop("build_timeout_s", 30.0))
+        min_repeat_ms = int(opts.pop("min_repeat_ms", 10))
+        max_process_uses = int(opts.pop("max_process_uses", 256))
+        if not (build_timeout_s > 0 and math.isfinite(build_timeout_s)):
+            raise ValueError(f"build_timeout_s must be a finite number > 0, got {build_timeout_s!r}")
+        if min_repeat_ms < 1 or max_process_uses < 1:
+            raise ValueError("min_repeat_ms and max_process_uses must be >= 1")
+        slots = parse_devices(devices, num_threads)
+        max_dop = int(opts.pop("max_dop", len(slots)))
+        config = DopplerConfig.from_options(opts, max_dop=max_dop)
+    except (TypeError, OverflowError) as err:  # e.g. a string where a number belongs
+        raise ValueError(f"DOPpler options: {err}") from None
+    return slots, config, {"build_workers": build_workers, "build_timeout_s": build_timeout_s,
+                           "min_repeat_ms": min_repeat_ms, "overlap": overlap,
+                           "max_process_uses": max_process_uses}
+
+
 def make_engine(setup: TuningSetup, on_decision: Callable[[dict], None] | None = None) -> DopplerEngine:
     """Build a :class:`DopplerEngine` from a :class:`TuningSetup` (options under ``"doppler"``) and
     warm it up (every worker started, imports paid, RPC sessions open) before tuning starts."""
-    opts = dict((setup.options or {}).get("doppler", {}))
-    devices = str(opts.pop("devices", None) or os.environ.get("TANDEM_DOPPLER_DEVICES") or "cpu")
-    overlap = opts.pop("overlap", "auto")
-    overlap = None if overlap in (None, "auto") else bool(overlap)
-    build_workers = opts.pop("build_workers", None)
-    build_timeout_s = float(opts.pop("build_timeout_s", 30.0))
-    min_repeat_ms = int(opts.pop("min_repeat_ms", 10))
-    max_process_uses = int(opts.pop("max_process_uses", 256))
-    slots = parse_devices(devices, setup.num_threads)
-    max_dop = int(opts.pop("max_dop", len(slots)))
-    config = DopplerConfig.from_options(opts, max_dop=max_dop)
-    engine = DopplerEngine(slots, config=config, build_workers=build_workers, build_timeout_s=build_timeout_s,
-                           min_repeat_ms=min_repeat_ms, overlap=overlap, work_dir=setup.work_dir, seed=setup.seed,
-                           max_process_uses=max_process_uses, on_decision=on_decision)
+    slots, config, kwargs = engine_settings((setup.options or {}).get("doppler"), setup.num_threads)
+    engine = DopplerEngine(slots, config=config, work_dir=setup.work_dir, seed=setup.seed,
+                           on_decision=on_decision, **kwargs)
     try:
         engine.warm_up()
     except BaseException:

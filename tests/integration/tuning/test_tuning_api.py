@@ -37,12 +37,20 @@ def api(user):
         ({"onnx": "onnx-light-models/missing.onnx"}, "onnx", "no ONNX model"),
         ({"model": "mlp", "trials": 0}, "trials", ""),
         ({"model": "mlp", "seed_database": "never-imported"}, "seed_database", "no imported database"),
+        ({"model": "mlp", "options": {"min_task_improvement": -1}}, "options", "min_task_improvement"),
+        ({"model": "mlp", "options": {"min_task_improvement": "abc"}}, "options", "Trimmer options"),
+        ({"model": "mlp", "options": {"doppler": {"min_repeats": 0}}}, "options", "min_repeats"),
+        ({"model": "mlp", "options": {"doppler": {"min_repeats": "abc"}}}, "options", "DOPpler options"),
+        ({"model": "mlp", "options": {"doppler": "notadict"}}, "options", "must be an object of DOPpler settings"),
+        ({"model": "mlp", "options": {"doppler": {"devices": "tpu:7"}}}, "options", "tpu:7"),
+        ({"model": "mlp", "options": {"screen_ratio": 0.5}}, "options", "DOPpler settings go under 'doppler'"),
     ],
 )
 def test_bad_tuning_parameters_are_refused_and_nothing_stored(api, params, field, message):
     resp = api.post("/api/v1/experiments/", {"kind": "tuning", "parameters": params}, format="json")
     assert resp.status_code == 400, resp.content
     assert message in resp.content.decode()
+    assert field in resp.json()["parameters"]
     assert Experiment.objects.count() == 0
 
 

@@ -83,7 +83,7 @@ class Command(BaseCommand):
                 exp.save(update_fields=["parameters"])
         else:
             raw = {k: v for k, v in {
-                "model": opts["model"], "onnx": opts["onnx"], "target": opts["target"], "trials": opts["trials"] or 64,
+                "model": opts["model"], "onnx": opts["onnx"], "target": opts["target"], "trials": 64 if opts["trials"] is None else opts["trials"],
                 "trials_per_round": opts["trials_per_round"], "max_trials_per_task": opts["max_trials_per_task"],
                 "max_tasks": opts["max_tasks"], "runner": opts["runner"], "scheduler": opts["scheduler"],
                 "cost_model": opts["cost_model"], "num_threads": opts["threads"], "repeats": opts["repeats"],
@@ -102,7 +102,11 @@ class Command(BaseCommand):
                         options[key] = value
                 raw["options"] = options
             if opts["input_shape"]:
-                raw["input_shape"] = [int(x) for x in opts["input_shape"].split(",")]
+                try:
+                    raw["input_shape"] = [int(x) for x in opts["input_shape"].split(",")]
+                except ValueError:
+                    raise CommandError(f"--input-shape wants comma-separated integers, e.g. 1,3,224,224; "
+                                       f"got {opts['input_shape']!r}") from None
             ser = TuningParameters(data=raw)
             if not ser.is_valid():
                 raise CommandError(json.dumps(ser.errors))

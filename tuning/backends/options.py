@@ -1,0 +1,68 @@
+"""Validation of a tuning's ``options`` (``TuningSetup.options``) before anything is stored.
+
+The tuning API and ``manage.py tune`` call :func:`validate_options` so that a bad DOPpler or
+Trimmer setting is a 400 / a command error at submission, not a failed experiment minutes
+later on a worker. The checks are the components' own parsers (no second copy of the rules):
+:func:`tuning.backends.doppler.engine_settings` for ``options["doppler"]`` and
+:func:`tuning.backends.trimmer.config_from_options` for Trimmer's keys.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+# Top-level keys read by the built-in components (tuning.backends.components: runner "local",
+# scheduler "gradient"); Trimmer's field names and the "doppler"/"trimmer" sub-objects are added
+# in known_option_names().
+_LOCAL_AND_GRADIENT = ("builder_workers", "build_timeout_s", "run_timeout_s", "number", "repeat",
+                       "min_repeat_ms", "cpu_cache_flush", "alpha", "window_size")
+
+
+def known_option_names() -> list[str]:
+    """Every top-level option name some registered component reads (sorted)."""
+    from tuning.core.trimmer import TrimmerConfig
+
+    return sorted(set(_LOCAL_AND_GRADIENT) | set(TrimmerConfig.__dataclass_fields__) | {"doppler", "trimmer"})
+
+
+def _non_finite(value: Any, path: str) -> str | None:
+    if isinstance(value, float) and not math.isfinite(value):
+        return path
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = _non_finite(v, f"{path}.{k}")
+            if found:
+                return found
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            found = _non_finite(v, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def validate_options(options: Any, num_threads: int) -> None:
+    """Check a tuning's ``options`` dict; ``num_threads`` is the tuning's thread count (DOPpler
+    splits the cores into measurement slots of that size).
+
+    Raises ``ValueError`` with a message naming the option on: a non-dict, a NaN or infinite
+    number, an unknown top-level name (flat names belong to the local runner, the gradient
+    scheduler or Trimmer; DOPpler's go under ``"doppler"``), or a value a component rejects."""
+    from tuning.backends.doppler import engine_settings
+    from tuning.backends.trimmer import config_from_options
+
+    if not isinstance(options, dict):
+        raise ValueError(f"options must be an object, got {type(options).__name__}")
+    bad = _non_finite(options, "options")
+    if bad:
+        raise ValueError(f"{bad} is not a finite number")
+    known = known_option_names()
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise ValueError(f"unknown option(s) {unknown} (DOPpler settings go under 'doppler'); known: {known}")
+    if "doppler" in options:  # (the environment's TANDEM_DOPPLER_DEVICES is checked when the engine starts)
+        engine_settings(options["doppler"], num_threads)
+    try:
+        config_from_options(options)
+    except (TypeError, OverflowError) as err:
+        raise ValueError(f"Trimmer options: {err}") from None
