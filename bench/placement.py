@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import resource
 import sys
 import time
@@ -73,8 +74,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     bad = [v for v in args.vcs if v not in setup.GAVEL_VCS]
     if bad:
         ap.error(f"unknown Gavel VCs {bad}; known: {', '.join(setup.GAVEL_VCS)}")
-    if not args.migration_cost_s >= 0:
-        ap.error("--migration-cost-s must be >= 0")
+    if not args.scale_only and not args.vcs:
+        ap.error("--vcs is empty")
+    args.vcs = list(dict.fromkeys(args.vcs))  # a VC named twice is simulated once
+    if not (args.migration_cost_s >= 0 and math.isfinite(args.migration_cost_s)):
+        ap.error("--migration-cost-s must be a finite number >= 0")
+    if args.seed < 0:
+        ap.error("--seed must be >= 0")
+    if not args.data.is_dir():
+        ap.error(f"--data {args.data}: no such folder")
+    from _args import check_out_path
+
+    check_out_path(ap, args.csv, "--csv")
     return args
 
 

@@ -311,6 +311,17 @@ def main() -> None:
     for name in ("tasks", "rounds", "batch", "patience", "threads", "repeats"):
         if getattr(args, name) < 1:
             ap.error(f"--{name} must be >= 1")
+    if not 0.0 <= args.min_task_improvement < 1.0:
+        ap.error("--min-task-improvement must be in [0, 1)")
+    if args.seed < 0:
+        ap.error("--seed must be >= 0")
+    from _args import check_out_path, check_torchvision_models
+    from tuning.backends.registry import runner_names
+
+    if args.runner not in runner_names():
+        ap.error(f"unknown --runner {args.runner!r}; available: {', '.join(runner_names())}")
+    check_torchvision_models(ap, args.models)
+    check_out_path(ap, args.out)
 
     target = host_target(args.threads)
     rows, details = [], []

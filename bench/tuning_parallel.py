@@ -226,6 +226,38 @@ def time_kernels(kernels: list[list[dict]], threads: int, repeats: int) -> list[
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse bad values before anything is tuned (``ap.error``: one line, exit 2)."""
+    from _args import check_out_path, check_torchvision_models
+
+    for name in ("tasks", "trials", "trials_per_round", "repeats"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.threads is not None and args.threads < 1:
+        ap.error("--threads must be >= 1")
+    if args.seed < 0:
+        ap.error("--seed must be >= 0")
+    order = [x.strip() for x in args.order.split(",")]
+    if sorted(order) != ["doppler", "local"]:
+        ap.error(f"--order must name local and doppler once each, e.g. local,doppler; got {args.order!r}")
+    try:
+        opts = json.loads(args.doppler_options)
+    except json.JSONDecodeError as err:
+        ap.error(f"--doppler-options is not JSON: {err}")
+    import django
+
+    django.setup()
+    from tuning.backends.doppler import engine_settings
+    from tuning.backends.targets import available_cores
+
+    try:
+        engine_settings(opts, args.threads or available_cores())
+    except ValueError as err:
+        ap.error(f"--doppler-options: {err}")
+    check_torchvision_models(ap, args.models)
+    check_out_path(ap, args.out)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="resnet18,mobilenet_v2")
@@ -243,6 +275,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.time_kernels is not None:
         print(json.dumps(_time_kernels_here(json.loads(args.time_kernels), args.repeats)))
         return
+    _check_args(ap, args)
 
     import django
 

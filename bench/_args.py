@@ -1,0 +1,34 @@
+"""Argument checks shared by the bench scripts: refuse bad values before a long run starts."""
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+
+def check_out_path(ap: argparse.ArgumentParser, path: str | os.PathLike, flag: str = "--out") -> Path:
+    """The output file ``path`` as a Path, its folder created; ``ap.error`` (exit 2) when it is a
+    folder or cannot be written, so a run never ends by failing to save its results."""
+    p = Path(path)
+    if p.is_dir():
+        ap.error(f"{flag} {p} is a folder; give a file name")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with open(p, "a"):
+            pass
+    except OSError as err:
+        ap.error(f"{flag} {p}: cannot write there ({err.strerror})")
+    return p
+
+
+def check_torchvision_models(ap: argparse.ArgumentParser, models: str) -> list[str]:
+    """Comma-separated torchvision model names -> list; ``ap.error`` on an empty list or an unknown name."""
+    import torchvision
+
+    names = [m.strip() for m in models.split(",") if m.strip()]
+    if not names:
+        ap.error("--models is empty")
+    unknown = [m for m in names if m not in torchvision.models.list_models()]
+    if unknown:
+        ap.error(f"unknown torchvision models {unknown}")
+    return names
