@@ -1,7 +1,9 @@
-"""Argument checks shared by the bench scripts: refuse bad values before a long run starts."""
+"""Helpers shared by the bench scripts: refuse bad arguments before a long run starts, write the
+result CSV."""
 from __future__ import annotations
 
 import argparse
+import csv
 import os
 from pathlib import Path
 
@@ -32,3 +34,17 @@ def check_torchvision_models(ap: argparse.ArgumentParser, models: str) -> list[s
     if unknown:
         ap.error(f"unknown torchvision models {unknown}")
     return names
+
+
+def write_csv_rows(path: str | os.PathLike, rows: list[dict]) -> Path:
+    """Write ``rows`` (dicts with the same keys; the first row's keys are the header) to ``path``,
+    creating its folder. Returns the path. Raises ``ValueError`` on no rows, ``OSError`` on I/O."""
+    if not rows:
+        raise ValueError("no rows to write")
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with open(p, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return p

@@ -60,7 +60,6 @@ bench/out/tuning_energy.json (everything, per task).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import os
@@ -371,12 +370,9 @@ def main() -> None:
             "energy_source": b["energy_source"], "energy_measured": b["energy_measured"],
         })
         details.append({"model": model, "per_task": per_task, "baseline": b, "trimmer": t, "remeasured": lat})
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    from _args import write_csv_rows
+
+    out = write_csv_rows(args.out, rows)
 
     def gmean(key):
         vals = [r[key] for r in rows if r[key]]

@@ -22,7 +22,6 @@ Example: ``nice -n 10 python bench/tuning_parallel.py --models resnet18,mobilene
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import subprocess
@@ -362,12 +361,9 @@ def main(argv: list[str] | None = None) -> None:
         # partial result per model (stderr), so a long run that is stopped still reports
         print(json.dumps({"model": name, **summary["models"][name]}, default=str), file=sys.stderr, flush=True)
     summary["loadavg_1m_end"] = os.getloadavg()[0]
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    from _args import write_csv_rows
+
+    write_csv_rows(args.out, rows)
     print(json.dumps(summary, default=str))
 
 
