@@ -18,7 +18,8 @@ into it):
 3. seeds each task's best latency from the database (:func:`database_best_seconds`), so a
    tuning resumed after an interruption judges its rounds against what it already found;
 4. runs the loop, whose ``next_task_id`` first joins the running round, then preempts tasks
-   that reached ``patience`` non-improving rounds (``terminate_task``), stops the whole tuning on
+   that reached ``patience`` non-improving rounds (``terminate_task``; rounds searched before
+   the run measured ``preempt_warmup`` candidates, the cost model's warm-up, do not count), stops the whole tuning on
    the model-level plateau or a budget (returns -1), and otherwise picks the next task with
    MetaSchedule's gradient rule. Preemption is done here, after the join, and never from a
    measure callback: terminating a task inside ``JoinRunningTask`` trips MetaSchedule's check

@@ -2,7 +2,8 @@
 
 Workload: the built-in ``convnet`` (Conv2d(16, 32, 3) + ReLU + Conv2d(32, 32, 3) on 1x16x32x32),
 LLVM with the host CPU named. Trimmer options: ``patience=1`` (a task stops at its first round
-that does not improve its best) and the model-level stop off, so the run ends when the tasks
+that does not improve its best), every round judged (``preempt_warmup=0``: at 48 trials the
+default cost-model warm-up of 100 candidates would never end) and the model-level stop off, so the run ends when the tasks
 have plateaued or the 48-trial budget (rounds of 4) is spent. Checked against the rules, not
 against recorded numbers: a task is stored as preempted, with the round that preempted it, that
 round did not improve the task's best, no later round belongs to it; every mirrored round has
@@ -32,7 +33,8 @@ def test_trimmer_experiment_preempts_and_attributes_energy(monkeypatch, start_wo
     exp = experiment_create(owner=owner, kind="tuning", parameters={
         "model": "convnet", "target": "llvm", "trials": trials, "trials_per_round": 4, "repeats": 5,
         "runner": "local", "scheduler": "trimmer", "measure_eager": False,
-        "options": {"builder_workers": 1, "build_timeout_s": 240, "patience": 1, "min_rel_improvement": 0.0},
+        "options": {"builder_workers": 1, "build_timeout_s": 240, "patience": 1, "preempt_warmup": 0,
+                    "min_rel_improvement": 0.0},
     })
     wait_for(lambda: Experiment.objects.get(pk=exp.pk).is_terminal, timeout=1500, what="the Trimmer tuning to finish")
     done = Experiment.objects.get(pk=exp.pk)

@@ -8,6 +8,9 @@ from tuning.core.trimmer import TrimmerConfig, TrimmerState, select_candidates
 
 
 def _state(n=1, weights=None, **cfg):
+    # the hand-worked histories below judge every round (the paper's rule) unless a test sets
+    # the cost-model warm-up itself
+    cfg.setdefault("preempt_warmup", 0)
     return TrimmerState(n, weights or [1.0] * n, TrimmerConfig(**cfg), np.random.default_rng(0))
 
 
@@ -337,3 +340,84 @@ def test_noise_threshold_rejects_bad_values():
     for bad in (-0.01, 1.0):
         with pytest.raises(ValueError):
             TrimmerConfig(min_task_improvement=bad)
+
+
+# Cost-model warm-up: two candidates per round, so round i starts after 2(i-1) measured
+# candidates (r1 0, r2 2, r3 4, r4 6, r5 8, r6 10, r7 12, r8 14, r9 16). A round counts toward
+# patience only if it started with >= preempt_warmup candidates measured; an improving round
+# resets the count either way.
+HISTORY_WARM = [
+    [5.0, 6.0],  # r1 inf -> 5.0 improved
+    [6.0, 7.0],  # r2 not improved
+    [5.5, 5.2],  # r3 not improved
+    [5.1, 6.0],  # r4 not improved
+    [5.0, 5.3],  # r5 not improved (5.0 is not < 5.0)
+    [4.0, 4.1],  # r6 improved
+    [4.2, 4.3],  # r7 not improved
+    [4.0, 4.5],  # r8 not improved
+    [4.1, 4.1],  # r9 not improved
+]
+
+
+@pytest.mark.parametrize(
+    "warmup, expected_round, first_judged",
+    [
+        (0, 4, 1),       # every round judged: r2 1, r3 2, r4 3 -> r4 (the paper's rule)
+        (4, 5, 3),       # judged from r3: r3 1, r4 2, r5 3 -> r5
+        (5, 9, 4),       # judged from r4: r4 1, r5 2, r6 reset, r7 1, r8 2, r9 3 -> r9
+        (8, 9, 5),       # judged from r5: r5 1, r6 reset, r7-r9 1, 2, 3 -> r9
+        (12, 9, 7),      # judged from r7: r7 1, r8 2, r9 3 -> r9
+        (14, None, 8),   # judged from r8: r8 1, r9 2 -> never 3
+        (100, None, None),  # 18 candidates never reach the warm-up
+    ],
+)
+def test_preemption_waits_for_the_cost_model_warmup(warmup, expected_round, first_judged):
+    st = _state(patience=3, min_rel_improvement=0.0, preempt_warmup=warmup)
+    got = None
+    for lat in HISTORY_WARM:
+        rec = st.record_round(0, lat)
+        if rec.preempted:
+            got = rec.index
+            break
+    assert got == expected_round
+    judged = [r.index for r in st.rounds if r.judged]
+    assert (judged[0] if judged else None) == first_judged
+    assert all(r["judged"] == (r["round"] in judged) for r in st.report()["rounds"])
+
+
+# Model-level stop with the warm-up: one task, weight 1, window 2 rounds, 1 %, patience out of
+# the way; two candidates per round. T after each round: r1 10, r2 10, r3 10, r4 9, r5 9, r6 9,
+# r7 9. The rule may fire at round r only when r - 2 >= max(1, k), k = the round after which the
+# run first held >= preempt_warmup candidates.
+MODEL_WARM = [[10.0, 11.0], [10.0, 12.0], [10.5, 10.0], [9.0, 9.5], [9.0, 9.1], [9.2, 9.3], [9.0, 9.9]]
+
+
+@pytest.mark.parametrize(
+    "warmup, expected_stop",
+    [
+        (0, 3),      # k = 0: r3 T=10 vs T1=10, 0 % -> stop
+        (4, 6),      # k = 2 (4 candidates after r2): r4 9 vs T2 10 (10 %), r5 9 vs T3 10, r6 9 vs T4 9 -> stop
+        (8, 6),      # k = 4: first check at r6: 9 vs T4 9 -> stop
+        (10, 7),     # k = 5: first check at r7: 9 vs T5 9 -> stop
+        (100, None),  # never warm in 14 candidates
+    ],
+)
+def test_model_level_stop_waits_for_the_cost_model_warmup(warmup, expected_stop):
+    st = _state(1, window=2, min_rel_improvement=0.01, patience=99, preempt_warmup=warmup)
+    stopped = None
+    for lat in MODEL_WARM:
+        st.record_round(0, lat)
+        if st.check_stop():
+            stopped = len(st.rounds)
+            break
+    assert stopped == expected_stop
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "100", None])
+def test_preempt_warmup_must_be_a_non_negative_integer(bad):
+    with pytest.raises(ValueError, match="preempt_warmup"):
+        TrimmerConfig(preempt_warmup=bad)
+
+
+def test_default_preempt_warmup_is_the_xgboost_warmup():
+    assert TrimmerConfig().preempt_warmup == 100 == TrimmerConfig().filter_warmup
