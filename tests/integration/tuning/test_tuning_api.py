@@ -39,6 +39,7 @@ def api(user):
         ({"model": "mlp", "seed_database": "never-imported"}, "seed_database", "no imported database"),
         ({"model": "mlp", "options": {"min_task_improvement": -1}}, "options", "min_task_improvement"),
         ({"model": "mlp", "options": {"min_task_improvement": "abc"}}, "options", "Trimmer options"),
+        ({"model": "mlp", "options": {"preempt_warmup": -5}}, "options", "preempt_warmup must be an integer"),
         ({"model": "mlp", "options": {"doppler": {"min_repeats": 0}}}, "options", "min_repeats"),
         ({"model": "mlp", "options": {"doppler": {"min_repeats": "abc"}}}, "options", "DOPpler options"),
         ({"model": "mlp", "options": {"doppler": "notadict"}}, "options", "must be an object of DOPpler settings"),
