@@ -14,6 +14,16 @@ def _state(n=1, weights=None, **cfg):
     return TrimmerState(n, weights or [1.0] * n, TrimmerConfig(**cfg), np.random.default_rng(0))
 
 
+def _preempted_round(st, history, task_id=0):
+    """Record ``history`` (one list of latencies per round) until the task is preempted; return
+    that round's 1-based index, or None if it never was."""
+    for lat in history:
+        rec = st.record_round(task_id, lat)
+        if rec.preempted:
+            return rec.index
+    return None
+
+
 # One task; each entry is one round's candidate latencies (seconds); the best after each round
 # and the count of consecutive non-improving rounds ("stale") are written beside it.
 HISTORY_A = [
@@ -321,12 +331,7 @@ CREEPING = [
 )
 def test_noise_threshold_for_task_progress(min_imp, patience, expected_round):
     st = _state(patience=patience, min_task_improvement=min_imp, min_rel_improvement=0.0)
-    got = None
-    for lat in CREEPING:
-        rec = st.record_round(0, lat)
-        if rec.preempted:
-            got = rec.index
-            break
+    got = _preempted_round(st, CREEPING)
     assert got == expected_round
     if got is not None:
         # the preempting round still lowered the best (it improved, but not by enough) unless
@@ -373,13 +378,7 @@ HISTORY_WARM = [
 )
 def test_preemption_waits_for_the_cost_model_warmup(warmup, expected_round, first_judged):
     st = _state(patience=3, min_rel_improvement=0.0, preempt_warmup=warmup)
-    got = None
-    for lat in HISTORY_WARM:
-        rec = st.record_round(0, lat)
-        if rec.preempted:
-            got = rec.index
-            break
-    assert got == expected_round
+    assert _preempted_round(st, HISTORY_WARM) == expected_round
     judged = [r.index for r in st.rounds if r.judged]
     assert (judged[0] if judged else None) == first_judged
     assert all(r["judged"] == (r["round"] in judged) for r in st.report()["rounds"])
