@@ -57,16 +57,19 @@ baseline_non_contributing_share
 per task       rounds each arm gave the task, and Trimmer's preemption round (1-based over all
                rounds of the run) or ``None``.
 
-Trimmer runs with its defaults (patience 3, model-level window patience x tasks, 1 %,
-exploration floor 0.1, oversample 2, filter warm-up 100, preemption warm-up 100 candidates:
-``--preempt-warmup 0`` gives the paper's rule of judging every round) except ``min_task_improvement``, which
-the benchmark sets to ``--min-task-improvement`` (default 0.01: a round must lower its task's best
-by more than 1 % to reset the patience count; the in-tuning numbers on this shared machine
-differ from a quiet re-measurement by several per cent, so smaller "improvements" are noise).
+Trimmer runs with its defaults (model-level window patience x tasks, 1 %, exploration floor
+0.1, oversample 2, filter warm-up 100) except three that come from flags: ``--patience``
+(default 3, the reference implementation's), ``--preempt-warmup`` (default 100 candidates before
+a non-improving round counts toward patience and before the model-level window starts; 0 gives
+the paper's rule of judging every round) and ``--min-task-improvement`` (default 0.01: a round
+must lower its task's best by more than 1 % to reset the patience count; the in-tuning numbers on
+this shared machine differ from a quiet re-measurement by several per cent, so smaller
+"improvements" are noise).
 
 Usage (long: about 45 minutes on this machine at 32 rounds, 25 at 16; run it alone, or under
-the shared benchmark lock, as other load changes the measurements):
-  python bench/tuning_energy.py --models resnet18,mobilenet_v2 --tasks 1 --rounds 32 --batch 16
+the shared benchmark lock ``flock /tmp/tandem-bench.lock``, as other load changes the measurements):
+  flock /tmp/tandem-bench.lock python bench/tuning_energy.py \
+      --models resnet18,mobilenet_v2 --tasks 1 --rounds 32 --batch 16
 Prints one JSON line; writes bench/out/tuning_energy.csv (one row per model) and
 bench/out/tuning_energy.json (everything, per task).
 """
@@ -313,7 +316,8 @@ def main() -> None:
                     help="Trimmer: relative drop of a task's best that counts as progress (noise threshold)")
     ap.add_argument("--preempt-warmup", type=int, default=100,
                     help="Trimmer: candidates measured before a non-improving round counts toward patience "
-                         "(default 100 = XGBoost's warm-up; 0 = the paper's rule)")
+                         "and before the model-level window starts (default 100 = XGBoost's warm-up; "
+                         "0 = the paper's rule)")
     ap.add_argument("--runner", default="doppler", help="registry runner used by BOTH arms")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)

@@ -46,4 +46,7 @@ def store_trimmer_report(experiment: Any, report: dict, task_rows: list[TuningTa
             details = dict(rnd.details or {})
             details["trimmer"] = {k: r[k] for k in ("joules", "seconds", "joules_per_candidate", "n_contributing",
                                                     "improved", "preempted_task", "weighted_total_s")}
+            # whether the round counted toward patience (after the cost-model warm-up) and whether
+            # it beat the noise threshold; absent from reports written before these fields existed
+            details["trimmer"].update({k: r[k] for k in ("judged", "progressed") if k in r})
             TuningRound.objects.filter(pk=rnd.pk).update(details=details)

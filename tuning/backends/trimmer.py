@@ -340,12 +340,16 @@ def trimmer_scheduler_class():
 def config_from_options(options: dict) -> TrimmerConfig:
     """TrimmerConfig from ``setup.options``: a ``"trimmer"`` sub-dict (strict: unknown names raise
     ValueError) and/or top-level keys named like TrimmerConfig fields (other keys belong to other
-    components and are ignored)."""
+    components and are ignored). The sub-dict wins where both name a field; every value given is
+    checked either way. Raises ValueError on a bad value."""
     fields = set(TrimmerConfig.__dataclass_fields__)
     merged = {k: v for k, v in options.items() if k in fields}
     sub = options.get("trimmer") or {}
     if not isinstance(sub, dict):
         raise ValueError(f"options['trimmer'] must be a dict, got {type(sub).__name__}")
+    if merged and set(merged) & set(sub):
+        # a top-level value the sub-dict overrides is still stored with the tuning: check it too
+        TrimmerConfig.from_options(merged)
     merged.update(sub)
     return TrimmerConfig.from_options(merged)
 

@@ -45,6 +45,11 @@ import numpy as np
 INF = math.inf
 
 
+def _is_count(v) -> bool:
+    """An int that is not a bool (JSON ``true`` must not pass as 1)."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 @dataclass(frozen=True)
 class TrimmerConfig:
     """Thresholds of the Trimmer rules.
@@ -92,11 +97,11 @@ class TrimmerConfig:
     preempt_warmup: int = 100
 
     def __post_init__(self) -> None:
-        if not isinstance(self.patience, int) or self.patience < 1:
+        if not _is_count(self.patience) or self.patience < 1:
             raise ValueError(f"patience must be an integer >= 1, got {self.patience!r}")
         if not 0.0 <= self.min_task_improvement < 1.0:
             raise ValueError(f"min_task_improvement must be in [0, 1), got {self.min_task_improvement!r}")
-        if self.window is not None and (not isinstance(self.window, int) or self.window < 1):
+        if self.window is not None and (not _is_count(self.window) or self.window < 1):
             raise ValueError(f"window must be None or an integer >= 1, got {self.window!r}")
         if not 0.0 <= self.min_rel_improvement < 1.0:
             raise ValueError(f"min_rel_improvement must be in [0, 1), got {self.min_rel_improvement!r}")
@@ -106,16 +111,15 @@ class TrimmerConfig:
                 raise ValueError(f"{name} must be None or > 0, got {v!r}")
         if not 0.0 <= self.alpha <= 1.0:
             raise ValueError(f"alpha must be in [0, 1], got {self.alpha!r}")
-        if not isinstance(self.grad_window, int) or self.grad_window < 1:
+        if not _is_count(self.grad_window) or self.grad_window < 1:
             raise ValueError(f"grad_window must be an integer >= 1, got {self.grad_window!r}")
         if not 0.0 <= self.exploration_floor <= 1.0:
             raise ValueError(f"exploration_floor must be in [0, 1], got {self.exploration_floor!r}")
-        if not isinstance(self.oversample, int) or self.oversample < 1:
+        if not _is_count(self.oversample) or self.oversample < 1:
             raise ValueError(f"oversample must be an integer >= 1, got {self.oversample!r}")
-        if not isinstance(self.filter_warmup, int) or self.filter_warmup < 0:
+        if not _is_count(self.filter_warmup) or self.filter_warmup < 0:
             raise ValueError(f"filter_warmup must be an integer >= 0, got {self.filter_warmup!r}")
-        if not isinstance(self.preempt_warmup, int) or isinstance(self.preempt_warmup, bool) \
-                or self.preempt_warmup < 0:
+        if not _is_count(self.preempt_warmup) or self.preempt_warmup < 0:
             raise ValueError(f"preempt_warmup must be an integer >= 0, got {self.preempt_warmup!r}")
 
     @classmethod

@@ -45,8 +45,9 @@ def test_trimmer_experiment_preempts_and_attributes_energy(monkeypatch, start_wo
     report = TuningResult.objects.get(experiment=exp).details["trimmer"]
     rounds = list(TuningRound.objects.filter(experiment=exp).order_by("round_index"))
     assert len(rounds) == report["n_rounds"] > 0
-    for r in rounds:  # energy attributed to every round
+    for r in rounds:  # energy attributed to every round; preempt_warmup 0: every round counted
         assert r.details["trimmer"]["joules"] > 0, r.details
+        assert r.details["trimmer"]["judged"] is True, r.details
     assert sum(r.details["trimmer"]["joules"] for r in rounds) == pytest.approx(report["joules"])
     assert 0.0 <= report["non_contributing_share"] <= 1.0
 

@@ -182,6 +182,12 @@ def test_choose_task_gradient_rule(histories, weights, alive, expected):
         {"time_budget_s": -1},
         {"exploration_floor": 1.5},
         {"oversample": 0},
+        # JSON true is not the count 1
+        {"patience": True},
+        {"window": True},
+        {"grad_window": True},
+        {"oversample": True},
+        {"filter_warmup": False},
     ],
 )
 def test_config_rejects_bad_values(kwargs):

@@ -63,6 +63,10 @@ def test_config_from_options_takes_own_keys_and_validates_subdict():
         config_from_options({"trimmer": {"patiense": 2}})
     with pytest.raises(ValueError):
         config_from_options({"patience": 0})
+    # a bad top-level value is refused even where the sub-dict overrides it (both are stored)
+    with pytest.raises(ValueError, match="preempt_warmup"):
+        config_from_options({"preempt_warmup": -3, "trimmer": {"preempt_warmup": 5}})
+    assert config_from_options({"preempt_warmup": 7, "trimmer": {"preempt_warmup": 5}}).preempt_warmup == 5
 
 
 def test_runner_latencies_mean_and_errors():
