@@ -19,10 +19,10 @@ into it):
    tuning resumed after an interruption judges its rounds against what it already found;
 4. runs the loop, whose ``next_task_id`` first joins the running round, then preempts tasks
    that reached ``patience`` non-improving rounds (``terminate_task``; rounds searched before
-   the run measured ``preempt_warmup`` candidates, the cost model's warm-up, do not count), stops the whole tuning on
-   the model-level plateau or a budget (returns -1), and otherwise picks the next task with
-   MetaSchedule's gradient rule. Preemption is done here, after the join, and never from a
-   measure callback: terminating a task inside ``JoinRunningTask`` trips MetaSchedule's check
+   the run measured ``preempt_warmup`` candidates, the cost model's warm-up, do not count),
+   stops the whole tuning on the model-level plateau or a budget (returns -1), and otherwise
+   picks the next task with MetaSchedule's gradient rule. Preemption is done here, after the
+   join, and never from a measure callback: terminating a task inside ``JoinRunningTask`` trips MetaSchedule's check
    that a task chosen by the loop is not terminated.
 
 Because the loop always joins the previous round before starting the next, rounds do not
