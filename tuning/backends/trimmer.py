@@ -22,8 +22,8 @@ into it):
    the run measured ``preempt_warmup`` candidates, the cost model's warm-up, do not count),
    stops the whole tuning on the model-level plateau or a budget (returns -1), and otherwise
    picks the next task with MetaSchedule's gradient rule. Preemption is done here, after the
-   join, and never from a measure callback: terminating a task inside ``JoinRunningTask`` trips MetaSchedule's check
-   that a task chosen by the loop is not terminated.
+   join, and never from a measure callback: terminating a task inside ``JoinRunningTask``
+   trips MetaSchedule's check that a task chosen by the loop is not terminated.
 
 Because the loop always joins the previous round before starting the next, rounds do not
 overlap, and the energy between two joins belongs to exactly one round (its search, build and
