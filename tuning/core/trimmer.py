@@ -423,3 +423,66 @@ class TrimmerState:
             ],
             "rounds": [r.as_dict() for r in self.rounds],
         }
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """What Trimmer's rules decide on a recorded trajectory (see :func:`replay_rounds`).
+
+    rounds: how many of the recorded rounds Trimmer would have run (1-based count, the last one
+    included); trials: candidates in those rounds; joules: energy attributed to them;
+    stop_reason: "model-plateau", "energy-budget", "time-budget", "all-preempted" or None (the
+    trajectory ended first); preempted_at: per task, the 1-based round of the replay in which it
+    was preempted, or None; skipped_rounds: recorded rounds of already preempted tasks that the
+    replay left out (always 0 with one task); task_trials: per task, candidates in the kept
+    rounds (a prefix of that task's recorded candidates, since a task's rounds after its
+    preemption are all left out).
+    """
+
+    rounds: int
+    trials: int
+    joules: float
+    stop_reason: Optional[str]
+    preempted_at: list
+    skipped_rounds: int
+    task_trials: list
+
+
+def replay_rounds(recorded: Sequence[tuple], n_tasks: int, weights: Sequence[float],
+                  config: TrimmerConfig) -> ReplayResult:
+    """Feed a trajectory recorded under another scheduler (normally MetaSchedule's gradient
+    scheduler, the benchmark's baseline) through Trimmer's rules and say where they would stop.
+
+    recorded: rounds in order, each ``(task_id, latencies_s, joules)`` with ``latencies_s`` a list
+    of per-candidate seconds (None/inf for failures) and ``joules`` >= 0 the round's energy;
+    n_tasks, weights: as for :class:`TrimmerState`; config: the rules' thresholds (the candidate
+    filter's settings play no part).
+
+    With **one task** this is exact for the preemption and stopping rules: had Trimmer searched
+    the same candidates, it would have measured exactly the first ``rounds`` rounds, so the
+    baseline's best after them is what those rules cost in latency, free of the search luck that
+    separates two live runs. With several tasks it is an approximation: rounds of a task already
+    preempted are left out (``skipped_rounds``), whereas a live Trimmer would spend them on other
+    tasks. Our addition for measurement, not part of the paper. Raises ValueError on a bad task
+    id or negative energy (from :meth:`TrimmerState.record_round`).
+    """
+    st = TrimmerState(n_tasks, weights, config, np.random.default_rng(0))
+    trials = 0
+    task_trials = [0] * n_tasks
+    joules = 0.0
+    skipped = 0
+    reason = None
+    for task_id, lat, j in recorded:
+        if 0 <= int(task_id) < n_tasks and st.is_preempted(int(task_id)):
+            skipped += 1
+            continue
+        st.record_round(int(task_id), lat, joules=float(j))
+        trials += len(lat)
+        task_trials[int(task_id)] += len(lat)
+        joules += float(j)
+        reason = st.check_stop()
+        if reason is None and all(st.is_preempted(t) for t in range(n_tasks)):
+            reason = "all-preempted"
+        if reason is not None:
+            break
+    return ReplayResult(len(st.rounds), trials, joules, reason, list(st.preempted_at), skipped, task_trials)

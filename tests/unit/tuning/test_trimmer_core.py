@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from tuning.core.trimmer import TrimmerConfig, TrimmerState, select_candidates
+from tuning.core.trimmer import TrimmerConfig, TrimmerState, replay_rounds, select_candidates
 
 
 def _state(n=1, weights=None, **cfg):
@@ -426,3 +426,66 @@ def test_preempt_warmup_must_be_a_non_negative_integer(bad):
 
 def test_default_preempt_warmup_is_the_xgboost_warmup():
     assert TrimmerConfig().preempt_warmup == 100 == TrimmerConfig().filter_warmup
+
+
+# ---------------------------------------------------------------- replay of a recorded trajectory
+def _rounds(history, task_id=0):
+    """(task, latencies, joules) per round; round i (1-based) carries i joules, so the replay's
+    energy is 1 + 2 + ... + rounds."""
+    return [(task_id, lat, float(i)) for i, lat in enumerate(history, start=1)]
+
+
+@pytest.mark.parametrize(
+    "history, cfg, expected_rounds, expected_reason",
+    [
+        # HISTORY_A, patience 3: preempted at r8 (see above); the only task gone ends the run
+        (HISTORY_A, dict(patience=3, min_rel_improvement=0.0), 8, "all-preempted"),
+        (HISTORY_A, dict(patience=2, min_rel_improvement=0.0), 4, "all-preempted"),
+        # patience 4 never fires: the whole trajectory is replayed, no stop
+        (HISTORY_A, dict(patience=4, min_rel_improvement=0.0), 8, None),
+        # window 2, 10 %: T = 10, 9, 8.5, 8.4; r3 8.5 vs T1 10 is 15 % -> go on; r4 8.4 vs T2 9 is
+        # 6.7 % -> stop at r4
+        ([[10.0], [9.0], [8.5], [8.4], [1.0]], dict(patience=10, window=2, min_rel_improvement=0.1), 4,
+         "model-plateau"),
+        # warm-up 4 candidates (one per round): r1-r4 start with 0-3 measured and are not judged;
+        # r5 stale 1, r6 stale 2 -> preempted at r6 with patience 2
+        ([[5.0]] * 8, dict(patience=2, min_rel_improvement=0.0, preempt_warmup=4), 6, "all-preempted"),
+    ],
+)
+def test_replay_stops_where_the_rules_say(history, cfg, expected_rounds, expected_reason):
+    cfg.setdefault("preempt_warmup", 0)
+    res = replay_rounds(_rounds(history), 1, [1.0], TrimmerConfig(**cfg))
+    assert res.rounds == expected_rounds
+    assert res.trials == expected_rounds  # one candidate per round
+    assert res.joules == expected_rounds * (expected_rounds + 1) / 2
+    assert res.stop_reason == expected_reason
+    assert res.skipped_rounds == 0
+
+
+def test_replay_agrees_with_live_state():
+    # the replay is TrimmerState fed round by round: the same preemption round as the live test
+    live = _state(patience=3, min_rel_improvement=0.0)
+    assert _preempted_round(live, HISTORY_A) == 8
+    res = replay_rounds(_rounds(HISTORY_A), 1, [1.0], TrimmerConfig(patience=3, min_rel_improvement=0.0,
+                                                                     preempt_warmup=0))
+    assert res.preempted_at == [8]
+
+
+def test_replay_skips_rounds_of_preempted_tasks():
+    # two tasks, patience 1:
+    # r1 t0 [5] best 5; r2 t1 [4] best 4; r3 t0 [5] stale 1 -> t0 preempted at r3;
+    # r4 t1 [3] improved; (t0 [1] skipped: already preempted); r5 t1 [3] stale 1 -> preempted at r5
+    recorded = [(0, [5.0], 1.0), (1, [4.0], 1.0), (0, [5.0], 1.0), (1, [3.0], 1.0), (0, [1.0], 1.0),
+                (1, [3.0], 1.0), (1, [2.0], 1.0)]
+    res = replay_rounds(recorded, 2, [1.0, 1.0], TrimmerConfig(patience=1, min_rel_improvement=0.0,
+                                                               preempt_warmup=0))
+    assert (res.rounds, res.trials, res.joules) == (5, 5, 5.0)
+    assert res.skipped_rounds == 1
+    assert res.task_trials == [2, 3]
+    assert res.preempted_at == [3, 5]
+    assert res.stop_reason == "all-preempted"
+
+
+def test_replay_rejects_a_bad_task_id():
+    with pytest.raises(ValueError, match="task_id"):
+        replay_rounds([(3, [1.0], 0.0)], 1, [1.0], TrimmerConfig())
