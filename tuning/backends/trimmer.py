@@ -41,6 +41,16 @@ from the rest, so poorly-ranked candidates (including the strategy's epsilon-gre
 picks) are replaced by better-ranked ones from the same population while some exploration
 remains. The pool's other candidates are never measured (the inner strategy counts them as
 seen, so it does not propose them again).
+
+Before the filter acts, a batch is the unwrapped strategy's batch: EvolutionarySearch keeps the
+best-scored candidates in a heap of the requested size and puts them first, so the first
+``batch`` of a pool of ``oversample x batch`` are the candidates a plain request would return
+(its epsilon-greedy random picks, ``int(n * 0.05)``, come last). That holds only if the inner
+strategy has the random state it would have unwrapped: the wrapper therefore never initializes
+it with its own context, only through the task's original one (see :func:`make_trimmer_search`;
+``tests/unit/tuning/test_trimmer_search.py`` checks the first batch against the plain
+strategy's). Earlier code initialized it with the wrapper's context, so with the same seed
+Trimmer searched other candidates than the baseline from its first round on.
 """
 from __future__ import annotations
 
@@ -139,20 +149,36 @@ def make_ledger_callback(ledger: EnergyLedger):
     return EnergyLedgerCallback(ledger)
 
 
-def make_trimmer_search(inner, config: TrimmerConfig, seed: int, stats: list, measured=lambda: 0):
+def make_trimmer_search(inner, config: TrimmerConfig, seed: int, stats: list, measured=lambda: 0,
+                        inner_context=None):
     """Wrap the search strategy ``inner`` in the cost-model candidate filter (see module doc).
 
     stats: list that receives one dict per generated batch
     (``{"pool", "kept", "replaced", "filtered"}``); measured: callable returning how many
-    candidates the whole run has measured (the filter waits for ``config.filter_warmup``)."""
+    candidates the whole run has measured (the filter waits for ``config.filter_warmup``).
+
+    inner_context: None, or the task's own ``TuneContext`` whose ``search_strategy`` is ``inner``
+    (the constructor of that context initialized it). Given, the inner strategy goes through
+    exactly the initializations it would go through unwrapped: the wrapper's first
+    initialization (the new context's constructor) leaves it alone, and every later one (a task
+    scheduler's ``tune`` initializes each task's context again; in apache-tvm 0.27 it does)
+    initializes ``inner_context`` as well, with its own ``rand_state``. Initializing ``inner``
+    with the wrapper's context instead would fork its random state from another seed, so the
+    same seed would search other candidates than the unwrapped strategy (the benchmark's
+    baseline). The inner strategy points at ``inner_context`` without owning it; the wrapper
+    holds it alive."""
     from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule import _ffi_api
     from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
     @derived_object
     class TrimmerSearch(PySearchStrategy):
-        def __init__(self, inner, config: TrimmerConfig, seed: int, stats: list, measured) -> None:
+        def __init__(self, inner, config: TrimmerConfig, seed: int, stats: list, measured, inner_context,
+                     inits: int = 0) -> None:
             self.measured = measured
             self.inner = inner
+            self.inner_context = inner_context
+            self.inits = inits  # initializations so far (the first is the wrapping context's constructor)
             self.config = config
             self.seed = seed
             self.rng = np.random.default_rng(seed)
@@ -165,7 +191,11 @@ def make_trimmer_search(inner, config: TrimmerConfig, seed: int, stats: list, me
 
         def _initialize_with_tune_context(self, context) -> None:
             self.context = context
-            self.inner._initialize_with_tune_context(context)
+            self.inits += 1
+            if self.inner_context is None:
+                self.inner._initialize_with_tune_context(context)
+            elif self.inits > 1:
+                _ffi_api.TuneContextInitialize(self.inner_context)
 
         def pre_tuning(self, max_trials, num_trials_per_iter, design_spaces, database=None, cost_model=None) -> None:
             self.max_trials, self.batch, self.done = int(max_trials), int(num_trials_per_iter), 0
@@ -203,9 +233,25 @@ def make_trimmer_search(inner, config: TrimmerConfig, seed: int, stats: list, me
             self.inner.notify_runner_results(measure_candidates, results)
 
         def clone(self):
-            return TrimmerSearch(self.inner.clone(), self.config, self.seed, self.stats, self.measured)
+            # a clone of an initialized strategy keeps its context and random state
+            return TrimmerSearch(self.inner.clone(), self.config, self.seed, self.stats, self.measured,
+                                 self.inner_context, self.inits)
 
-    return TrimmerSearch(inner, config, seed, stats, measured)
+    return TrimmerSearch(inner, config, seed, stats, measured, inner_context)
+
+
+def wrap_task_context(ctx, config: TrimmerConfig, seed: int, stats: list, measured=lambda: 0):
+    """A new ``TuneContext`` for task ``ctx`` whose search strategy is ``ctx``'s own wrapped in
+    the candidate filter (:func:`make_trimmer_search`); mod, target, space generator, name and
+    threads are ``ctx``'s. The inner strategy is initialized through ``ctx`` only (see
+    ``inner_context`` of :func:`make_trimmer_search`), so with the same seed the wrapper's
+    batches start as the unwrapped strategy's: before the filter acts, its first batch is the
+    same candidates. The wrapper holds ``ctx`` alive."""
+    ms = _ms()
+    search = make_trimmer_search(ctx.search_strategy, config, seed, stats, measured, inner_context=ctx)
+    return ms.TuneContext(mod=ctx.mod, target=ctx.target, space_generator=ctx.space_generator,
+                          search_strategy=search, task_name=ctx.task_name, rand_state=int(ctx.rand_state),
+                          num_threads=int(ctx.num_threads))
 
 
 def _make_classes():
@@ -280,11 +326,8 @@ def _make_classes():
             for i, ctx in enumerate(tasks):
                 stats: list[dict] = []
                 self.filter_stats.append(stats)
-                search = make_trimmer_search(ctx.search_strategy, self.config, self.seed + i, stats,
-                                             lambda: self.state.n_candidates)
-                wrapped.append(ms.TuneContext(mod=ctx.mod, target=ctx.target, space_generator=ctx.space_generator,
-                                              search_strategy=search, task_name=ctx.task_name,
-                                              rand_state=int(ctx.rand_state), num_threads=int(ctx.num_threads)))
+                wrapped.append(wrap_task_context(ctx, self.config, self.seed + i, stats,
+                                                 lambda: self.state.n_candidates))
             self.ledger = EnergyLedger(self.energy_meter, self.state)
             callbacks = list(measure_callbacks) + [make_ledger_callback(self.ledger)]
             loop = _TrimmerLoop(self.state)
