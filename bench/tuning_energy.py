@@ -26,13 +26,26 @@ runner is made for each arm and closed after it.
 
 Search variance
 ---------------
-The two arms do not sample the same candidates even with the same seed: MetaSchedule's
-evolutionary search runs on ``--threads`` threads with dynamic work sharing and per-thread random
-streams, Trimmer's filter asks it for ``oversample`` x the batch, and measured latencies (noisy)
-feed the cost model and the next population. With one task, two runs of the *same* scheduler
-land up to 20-30 % apart at 256 trials (see ``bench/tuning_parallel.py``), so one run's latency
-ratio mixes Trimmer's decisions with search luck; a larger ``--rounds`` budget and more
-``--seed`` values narrow it.
+Two arms of the same seed search the same candidates until their measurements differ, no
+longer: MetaSchedule's evolutionary search runs on ``--search-threads`` threads (default 1, with
+which two baseline runs of one seed proposed the same first round here; with 2 its dynamic work
+sharing hands random streams to threads in no fixed order, and earlier runs of the *same*
+scheduler and seed found 0.904 and 1.806 ms in their first round), Trimmer's
+wrapper keeps its inner strategy's random state as the unwrapped strategy's (checked by
+``tests/unit/tuning/test_trimmer_search.py``), and XGBoost scores with numpy's global generator
+during its warm-up, which is seeded per arm. Measured here (mobilenet_v2, rounds of 4): round 1
+identical in both arms, round 2 3 of 4 candidates identical, as between two baseline runs of
+the same seed (the database's best records, which seed the next population, are ordered by noisy
+latencies). After that the arms diverge, and with one task, two independent searches of a few
+hundred trials land up to 20-30 % apart (see ``bench/tuning_parallel.py``), so one run's latency
+ratio mixes Trimmer's decisions with search luck. Two things narrow it: several ``--seeds``
+(the summary's ratios are geometric means over every model and seed), and the **replay**:
+Trimmer's preemption and stopping rules run on the baseline's own recorded rounds
+(:func:`tuning.core.trimmer.replay_rounds`, same configuration as the Trimmer arm). With one task
+that is exact for those rules: had Trimmer searched the baseline's candidates, it would have
+measured exactly the baseline's first ``replay_trials`` trials, so the baseline's best among
+them (re-measured like the two arms, as a third arm) against the baseline's final best is the
+latency those rules cost, free of search luck; the candidate filter plays no part in it.
 
 Figures (per model, and the geometric mean over models for the ratios)
 ---------------------------------------------------------------------
@@ -56,6 +69,11 @@ baseline_non_contributing_share
                ``tuning.backends.trimmer``), observed with Trimmer's ledger without acting on it.
 per task       rounds each arm gave the task, and Trimmer's preemption round (1-based over all
                rounds of the run) or ``None``.
+replay_energy_ratio, replay_latency_ratio, replay_trials
+               the replay above: energy of the baseline's rounds up to where Trimmer's rules stop
+               over all its rounds' energy (both from the baseline's observing ledger), and the
+               re-measured best of the baseline's first ``replay_trials`` records over its final
+               best.
 
 Trimmer runs with its defaults (model-level window patience x tasks, 1 %, exploration floor
 0.1, oversample 2, filter warm-up 100) except three that come from flags: ``--patience``
@@ -66,12 +84,14 @@ must lower its task's best by more than 1 % to reset the patience count; the in-
 this shared machine differ from a quiet re-measurement by several per cent, so smaller
 "improvements" are noise).
 
-Usage (long: about 45 minutes on this machine at 32 rounds, 25 at 16; run it alone, or under
-the shared benchmark lock ``flock /tmp/tandem-bench.lock``, as other load changes the measurements):
+Usage (long: about 45 minutes per seed on this machine at 32 rounds, 25 at 16; run it alone, or
+under the shared benchmark lock ``flock /tmp/tandem-bench.lock``, as other load changes the
+measurements):
   flock /tmp/tandem-bench.lock python bench/tuning_energy.py \
-      --models resnet18,mobilenet_v2 --tasks 1 --rounds 32 --batch 16
-Prints one JSON line; writes bench/out/tuning_energy.csv (one row per model) and
-bench/out/tuning_energy.json (everything, per task).
+      --models resnet18,mobilenet_v2 --tasks 1 --rounds 32 --batch 16 --seeds 0,1
+Prints one JSON line; writes bench/out/tuning_energy.csv (one row per model and seed, rewritten
+after each, so a run stopped early keeps what it finished) and bench/out/tuning_energy.json
+(everything, per task and round).
 """
 from __future__ import annotations
 
@@ -85,10 +105,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 os.chdir(REPO)  # builder/runner worker processes import tuning.backends.components from here
+
+from _args import write_csv_rows  # noqa: E402
 
 
 def host_target(num_threads: int) -> dict:
@@ -148,17 +171,19 @@ def workload_key(mod) -> str:
     return str(int(tvm_ffi.structural_hash(mod)) & 0xFFFFFFFFFFFFFFFF)
 
 
-def run_one(kind: str, subset, target: dict, args, work_dir: str) -> dict:
+def run_one(kind: str, subset, target: dict, args, work_dir: str, seed: int) -> dict:
     """Tune ``subset`` with scheduler ``kind`` ("gradient" or "trimmer") into the JSON database in
-    ``work_dir``; returns energy, wall time, trials and the energy ledger's report."""
+    ``work_dir`` with ``seed``; returns energy, wall time, trials and the energy ledger's report.
+    For the baseline it also replays the recorded rounds through Trimmer's rules (``replay``:
+    :func:`tuning.core.trimmer.replay_rounds`, with the Trimmer arm's configuration)."""
     import numpy as np
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
     from tuning.backends.energy import make_energy_meter
     from tuning.backends.registry import TuningSetup, make_runner, make_scheduler
-    from tuning.backends.trimmer import EnergyLedger, make_ledger_callback
-    from tuning.core.trimmer import TrimmerConfig, TrimmerState
+    from tuning.backends.trimmer import EnergyLedger, config_from_options, make_ledger_callback
+    from tuning.core.trimmer import TrimmerConfig, TrimmerState, replay_rounds
 
     n = len(subset)
     max_trials = n * args.rounds * args.batch
@@ -166,7 +191,7 @@ def run_one(kind: str, subset, target: dict, args, work_dir: str) -> dict:
     options = {"builder_workers": args.builder_workers, "build_timeout_s": args.build_timeout,
                "doppler": {"build_timeout_s": args.build_timeout}, "patience": args.patience,
                "min_task_improvement": args.min_task_improvement, "preempt_warmup": args.preempt_warmup}
-    setup = TuningSetup(target=target, num_threads=args.threads, work_dir=Path(work_dir), seed=args.seed,
+    setup = TuningSetup(target=target, num_threads=args.threads, work_dir=Path(work_dir), seed=seed,
                         max_trials_global=max_trials, num_trials_per_iter=args.batch, energy_meter=meter,
                         options=options)
     builder, runner = make_runner(args.runner, setup)
@@ -174,7 +199,7 @@ def run_one(kind: str, subset, target: dict, args, work_dir: str) -> dict:
         sched = make_scheduler(kind, setup)
         ctxs = [ms.TuneContext(mod=t.dispatched[0], target=tvm.target.Target(target),
                                space_generator="post-order-apply", search_strategy="evolutionary",
-                               task_name=str(t.task_name), num_threads=args.threads, rand_state=args.seed + i)
+                               task_name=str(t.task_name), num_threads=args.search_threads, rand_state=seed + i)
                 for i, (t, _) in enumerate(subset)]
         weights = [float(t.weight) for t, _ in subset]
         callbacks = ms.MeasureCallback.create("default")
@@ -187,9 +212,8 @@ def run_one(kind: str, subset, target: dict, args, work_dir: str) -> dict:
             callbacks = callbacks + [make_ledger_callback(ledger)]
             ledger.start()
         # XGBModel scores candidates with numpy's global generator until its warm-up ends: give both
-        # arms the same start (the evolutionary search itself runs on 2 threads with dynamic work
-        # sharing, so the arms still diverge; see the module doc)
-        np.random.seed(args.seed)
+        # arms the same start (see "Search variance" in the module doc)
+        np.random.seed(seed)
         r0 = meter.read()
         t0 = time.monotonic()
         ms.tune_tasks(tasks=ctxs, task_weights=weights, work_dir=work_dir, max_trials_global=max_trials,
@@ -201,6 +225,13 @@ def run_one(kind: str, subset, target: dict, args, work_dir: str) -> dict:
         if callable(getattr(runner, "close", None)):
             runner.close()
     rep = sched.report() if kind == "trimmer" else ledger.state.report()
+    replay = None
+    if kind != "trimmer":
+        rp = replay_rounds([(r["task_id"], r["latencies_s"], r["joules"]) for r in rep["rounds"]], n, weights,
+                           config_from_options(options))
+        replay = {"rounds": rp.rounds, "trials": rp.trials, "task_trials": rp.task_trials, "joules": rp.joules,
+                  "ledger_joules": rep["joules"], "stop_reason": rp.stop_reason, "preempted_at": rp.preempted_at,
+                  "skipped_rounds": rp.skipped_rounds}
     return {
         "scheduler": kind,
         "joules": r1.joules - r0.joules,
@@ -220,10 +251,30 @@ def run_one(kind: str, subset, target: dict, args, work_dir: str) -> dict:
         # per round: task, best after it (s), strict improvement, progress beyond the noise threshold
         "round_log": [[r["task_id"], r["best_after_s"], r["improved"], r.get("progressed"), r["n_contributing"],
                        round(r["joules"], 1)] for r in rep["rounds"]],
+        "replay": replay,
     }
 
 
 # ------------------------------------------------------------------ re-measurement (subprocess)
+def records_in_commit_order(work_dir: str) -> list:
+    """Every tuning record of a MetaSchedule JSON database in ``work_dir``, in the order they were
+    committed (= measured: ``AddToDatabase`` commits one record per candidate, failures with
+    1e10 s). ``JSONDatabase.get_all_tuning_records`` returns them sorted by run time, which
+    loses the order the replay arm needs. Raises FileNotFoundError / ValueError on a missing or
+    malformed file."""
+    from tvm.s_tir import meta_schedule as ms
+
+    wd = Path(work_dir)
+    workloads = [ms.database.Workload.from_json(json.loads(line))
+                 for line in (wd / "database_workload.json").read_text().splitlines() if line.strip()]
+    out = []
+    for line in (wd / "database_tuning_record.json").read_text().splitlines():
+        if line.strip():
+            idx, rec = json.loads(line)
+            out.append(ms.database.TuningRecord.from_json(rec, workloads[int(idx)]))
+    return out
+
+
 def _remeasure_child(spec_path: str) -> None:
     """Child process: build the best record of every (arm, task) from the arms' JSON databases
     and time them interleaved; prints one JSON line ``{arm: {task_key: {median_s, ...}}}``."""
@@ -242,14 +293,18 @@ def _remeasure_child(spec_path: str) -> None:
     dev = tvm.cpu(0)
     f_fill = tvm.get_global_func("tvm.contrib.random.random_fill_for_measure")
     kernels = {}  # (arm, key) -> (evaluator, args, in-tuning seconds)
-    for arm, wd in spec["arms"].items():
-        db = ms.database.JSONDatabase(work_dir=wd)
+    for arm, arm_spec in spec["arms"].items():
+        limits = arm_spec.get("limits") or {}  # task key -> first N records (commit order) only
+        seen: dict[str, int] = {}
         best: dict[str, tuple[float, object]] = {}
-        for rec in db.get_all_tuning_records():
+        for rec in records_in_commit_order(arm_spec["work_dir"]):
+            key = workload_key(rec.workload.mod)
+            seen[key] = seen.get(key, 0) + 1
+            if key in limits and seen[key] > limits[key]:
+                continue
             secs = [float(x) for x in (rec.run_secs or [])]
             if not secs or not all(math.isfinite(s) and 0 < s < 1e9 for s in secs):
                 continue
-            key = workload_key(rec.workload.mod)
             m = float(np.mean(secs))
             if key not in best or m < best[key][0]:
                 best[key] = (m, rec)
@@ -285,7 +340,8 @@ def _remeasure_child(spec_path: str) -> None:
 def remeasure(arms: dict[str, str], tasks: dict[str, dict], target: dict, args) -> dict:
     """Run :func:`_remeasure_child` in a fresh subprocess (threads fixed before TVM starts).
 
-    arms: arm name -> tuning work dir; tasks: workload key -> {"name", "weight"}.
+    arms: arm name -> {"work_dir": tuning work dir, "limits": None or {task key: N}} (with limits,
+    only each task's first N records count: the replay arm); tasks: workload key -> {"name", "weight"}.
     Returns per arm: per-task median seconds and ``weighted_s`` = sum of weight * median."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
         json.dump({"arms": arms, "tasks": tasks, "target": target, "repeats": args.repeats,
@@ -305,6 +361,29 @@ def remeasure(arms: dict[str, str], tasks: dict[str, dict], target: dict, args) 
     return res
 
 
+def parse_seeds(ap: argparse.ArgumentParser, text: str) -> list[int]:
+    """``"0,1,2"`` -> [0, 1, 2]; ``ap.error`` on an empty list, a non-integer, a negative or a
+    repeated seed."""
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    if not items:
+        ap.error("--seeds is empty")
+    try:
+        seeds = [int(x) for x in items]
+    except ValueError:
+        ap.error(f"--seeds must be comma-separated integers, got {text!r}")
+    if any(x < 0 for x in seeds):
+        ap.error("--seeds must be >= 0")
+    if len(set(seeds)) != len(seeds):
+        ap.error(f"--seeds repeats a seed: {text!r}")
+    return seeds
+
+
+def gmean(vals) -> Optional[float]:
+    """Geometric mean of the positive values in ``vals`` (None entries ignored); None if none."""
+    vals = [v for v in vals if v]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="resnet18,mobilenet_v2")
@@ -319,8 +398,13 @@ def main() -> None:
                          "and before the model-level window starts (default 100 = XGBoost's warm-up; "
                          "0 = the paper's rule)")
     ap.add_argument("--runner", default="doppler", help="registry runner used by BOTH arms")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seeds", default=None, help="comma-separated seeds; every model is run once per seed "
+                                                  "(default: --seed)")
+    ap.add_argument("--seed", type=int, default=0, help="the one seed when --seeds is not given")
+    ap.add_argument("--threads", type=int, default=2, help="TVM runtime threads of the measured kernels")
+    ap.add_argument("--search-threads", type=int, default=1,
+                    help="threads of MetaSchedule's evolutionary search (1: the same seed gives both arms the "
+                         "same candidates until their measurements differ; see 'Search variance')")
     ap.add_argument("--builder-workers", type=int, default=1, help="runner 'local' only")
     ap.add_argument("--build-timeout", type=float, default=150.0)
     ap.add_argument("--repeats", type=int, default=31, help="re-measurement repeats per kernel (median)")
@@ -331,91 +415,116 @@ def main() -> None:
     if args.remeasure_child:
         _remeasure_child(args.remeasure_child)
         return
-    for name in ("tasks", "rounds", "batch", "patience", "threads", "repeats"):
+    for name in ("tasks", "rounds", "batch", "patience", "threads", "search_threads", "repeats"):
         if getattr(args, name) < 1:
-            ap.error(f"--{name} must be >= 1")
+            ap.error(f"--{name.replace('_', '-')} must be >= 1")
     if not 0.0 <= args.min_task_improvement < 1.0:
         ap.error("--min-task-improvement must be in [0, 1)")
     if args.preempt_warmup < 0:
         ap.error("--preempt-warmup must be >= 0")
     if args.seed < 0:
         ap.error("--seed must be >= 0")
+    seeds = parse_seeds(ap, args.seeds) if args.seeds is not None else [args.seed]
     from _args import check_out_path, check_torchvision_models
     from tuning.backends.registry import runner_names
 
     if args.runner not in runner_names():
         ap.error(f"unknown --runner {args.runner!r}; available: {', '.join(runner_names())}")
-    check_torchvision_models(ap, args.models)
+    models = check_torchvision_models(ap, args.models)
     check_out_path(ap, args.out)
 
     target = host_target(args.threads)
     rows, details = [], []
     load0 = os.getloadavg()
-    for model in [m.strip() for m in args.models.split(",") if m.strip()]:
+    ratio = lambda a, c: (a / c) if (a is not None and c) else None  # noqa: E731
+    subsets = {}
+    for model in models:
         subset = heaviest(extract(model, target), args.tasks)
-        tasks = {workload_key(t.dispatched[0]): {"name": str(t.task_name), "weight": float(t.weight), "mflop": flop / 1e6}
-                 for t, flop in subset}
-        keys = list(tasks)
-        res, dirs = {}, {}
-        try:
-            for kind in ("gradient", "trimmer"):
-                dirs[kind] = tempfile.mkdtemp(prefix=f"bench-{model}-{kind}-")
-                res[kind] = run_one(kind, subset, target, args, dirs[kind])
-                print(f"# {model} {kind}: {json.dumps(res[kind])}", file=sys.stderr, flush=True)
-            lat = remeasure(dirs, tasks, target, args)
-        finally:
-            for d in dirs.values():
-                shutil.rmtree(d, ignore_errors=True)
-        print(f"# {model} re-measured: {json.dumps(lat)}", file=sys.stderr, flush=True)
-        b, t = res["gradient"], res["trimmer"]
-        ratio = lambda a, c: (a / c) if (a is not None and c) else None  # noqa: E731
-        per_task = [{
-            "task": tasks[k]["name"], "weight": tasks[k]["weight"], "mflop": tasks[k]["mflop"],
-            "baseline_rounds": b["task_rounds"][i], "trimmer_rounds": t["task_rounds"][i],
-            "trimmer_preempted_at_round": t["preempted_at_round"][i],
-            "trimmer_filter_batches": t["filter_batches"][i],
-            "baseline_best_s": lat["gradient"][k]["median_s"], "trimmer_best_s": lat["trimmer"][k]["median_s"],
-            "baseline_best_tuning_s": lat["gradient"][k]["tuning_s"], "trimmer_best_tuning_s": lat["trimmer"][k]["tuning_s"],
-        } for i, k in enumerate(keys)]
-        rows.append({
-            "model": model, "subset": "; ".join(f"{tasks[k]['name']} (w={tasks[k]['weight']:g}, "
-                                                 f"{tasks[k]['mflop']:.0f} MFLOP)" for k in keys),
-            "baseline_joules": b["joules"], "trimmer_joules": t["joules"],
-            "energy_ratio": ratio(t["joules"], b["joules"]),
-            "baseline_wall_s": b["wall_s"], "trimmer_wall_s": t["wall_s"],
-            "wall_ratio": ratio(t["wall_s"], b["wall_s"]),
-            "baseline_latency_s": lat["gradient"]["weighted_s"], "trimmer_latency_s": lat["trimmer"]["weighted_s"],
-            "latency_ratio": ratio(lat["trimmer"]["weighted_s"], lat["gradient"]["weighted_s"]),
-            "baseline_tuning_latency_s": b["tuning_latency_s"], "trimmer_tuning_latency_s": t["tuning_latency_s"],
-            "baseline_trials": b["trials"], "trimmer_trials": t["trials"], "max_trials": b["max_trials"],
-            "baseline_rounds": b["rounds"], "trimmer_rounds": t["rounds"],
-            "baseline_non_contributing_share": b["non_contributing_share"],
-            "trimmer_non_contributing_share": t["non_contributing_share"],
-            "trimmer_preempted_at_round": " ".join(str(p) for p in t["preempted_at_round"]),
-            "trimmer_stop_reason": t["stop_reason"], "trimmer_stop_round": t["stop_round"],
-            "energy_source": b["energy_source"], "energy_measured": b["energy_measured"],
-        })
-        details.append({"model": model, "per_task": per_task, "baseline": b, "trimmer": t, "remeasured": lat})
-    from _args import write_csv_rows
-
+        subsets[model] = (subset, {workload_key(t.dispatched[0]): {"name": str(t.task_name), "weight": float(t.weight),
+                                                                   "mflop": flop / 1e6} for t, flop in subset})
+    # seeds outside, models inside: a run stopped early has every model at the seeds it finished
+    for seed in seeds:
+        for model in models:
+            subset, tasks = subsets[model]
+            keys = list(tasks)
+            res, dirs = {}, {}
+            try:
+                for kind in ("gradient", "trimmer"):
+                    dirs[kind] = tempfile.mkdtemp(prefix=f"bench-{model}-{kind}-")
+                    res[kind] = run_one(kind, subset, target, args, dirs[kind], seed)
+                    print(f"# {model} seed {seed} {kind}: {json.dumps(res[kind])}", file=sys.stderr, flush=True)
+                rp = res["gradient"]["replay"]
+                # the replay arm: the baseline's own records, each task cut where Trimmer's rules
+                # would have stopped it on the baseline's trajectory
+                limits = {k: rp["task_trials"][i] for i, k in enumerate(keys)}
+                arms = {"gradient": {"work_dir": dirs["gradient"]}, "trimmer": {"work_dir": dirs["trimmer"]},
+                        "replay": {"work_dir": dirs["gradient"], "limits": limits}}
+                lat = remeasure(arms, tasks, target, args)
+            finally:
+                for d in dirs.values():
+                    shutil.rmtree(d, ignore_errors=True)
+            print(f"# {model} seed {seed} re-measured: {json.dumps(lat)}", file=sys.stderr, flush=True)
+            b, t = res["gradient"], res["trimmer"]
+            per_task = [{
+                "task": tasks[k]["name"], "weight": tasks[k]["weight"], "mflop": tasks[k]["mflop"],
+                "baseline_rounds": b["task_rounds"][i], "trimmer_rounds": t["task_rounds"][i],
+                "trimmer_preempted_at_round": t["preempted_at_round"][i],
+                "trimmer_filter_batches": t["filter_batches"][i],
+                "replay_trials": rp["task_trials"][i], "replay_preempted_at_round": rp["preempted_at"][i],
+                "baseline_best_s": lat["gradient"][k]["median_s"], "trimmer_best_s": lat["trimmer"][k]["median_s"],
+                "replay_best_s": lat["replay"][k]["median_s"],
+                "baseline_best_tuning_s": lat["gradient"][k]["tuning_s"],
+                "trimmer_best_tuning_s": lat["trimmer"][k]["tuning_s"],
+                "replay_best_tuning_s": lat["replay"][k]["tuning_s"],
+            } for i, k in enumerate(keys)]
+            rows.append({
+                "model": model, "seed": seed,
+                "subset": "; ".join(f"{tasks[k]['name']} (w={tasks[k]['weight']:g}, "
+                                    f"{tasks[k]['mflop']:.0f} MFLOP)" for k in keys),
+                "baseline_joules": b["joules"], "trimmer_joules": t["joules"],
+                "energy_ratio": ratio(t["joules"], b["joules"]),
+                "baseline_wall_s": b["wall_s"], "trimmer_wall_s": t["wall_s"],
+                "wall_ratio": ratio(t["wall_s"], b["wall_s"]),
+                "baseline_latency_s": lat["gradient"]["weighted_s"], "trimmer_latency_s": lat["trimmer"]["weighted_s"],
+                "latency_ratio": ratio(lat["trimmer"]["weighted_s"], lat["gradient"]["weighted_s"]),
+                "baseline_tuning_latency_s": b["tuning_latency_s"], "trimmer_tuning_latency_s": t["tuning_latency_s"],
+                "baseline_trials": b["trials"], "trimmer_trials": t["trials"], "max_trials": b["max_trials"],
+                "baseline_rounds": b["rounds"], "trimmer_rounds": t["rounds"],
+                "baseline_non_contributing_share": b["non_contributing_share"],
+                "trimmer_non_contributing_share": t["non_contributing_share"],
+                "trimmer_preempted_at_round": " ".join(str(p) for p in t["preempted_at_round"]),
+                "trimmer_stop_reason": t["stop_reason"], "trimmer_stop_round": t["stop_round"],
+                # Trimmer's rules replayed on the baseline's trajectory (no search variance)
+                "replay_rounds": rp["rounds"], "replay_trials": rp["trials"], "replay_stop_reason": rp["stop_reason"],
+                "replay_energy_ratio": ratio(rp["joules"], rp["ledger_joules"]),
+                "replay_latency_s": lat["replay"]["weighted_s"],
+                "replay_latency_ratio": ratio(lat["replay"]["weighted_s"], lat["gradient"]["weighted_s"]),
+                "energy_source": b["energy_source"], "energy_measured": b["energy_measured"],
+            })
+            details.append({"model": model, "seed": seed, "per_task": per_task, "baseline": b, "trimmer": t,
+                            "remeasured": lat})
+            # write what is done so far: a long multi-seed run keeps its finished rows if stopped
+            write_csv_rows(args.out, rows)
     out = write_csv_rows(args.out, rows)
 
-    def gmean(key):
-        vals = [r[key] for r in rows if r[key]]
-        return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
-
+    per_model_keys = (
+        "energy_ratio", "wall_ratio", "latency_ratio", "baseline_joules", "trimmer_joules", "baseline_wall_s",
+        "trimmer_wall_s", "baseline_latency_s", "trimmer_latency_s", "baseline_trials", "trimmer_trials",
+        "baseline_non_contributing_share", "trimmer_non_contributing_share", "trimmer_preempted_at_round",
+        "trimmer_stop_reason", "trimmer_stop_round", "replay_trials", "replay_stop_reason", "replay_energy_ratio",
+        "replay_latency_ratio")
     summary = {
         "bench": "tuning_energy", "target": target, "runner": args.runner, "tasks_per_model": args.tasks,
-        "rounds": args.rounds, "batch": args.batch, "seed": args.seed, "patience": args.patience,
+        "rounds": args.rounds, "batch": args.batch, "seeds": seeds, "patience": args.patience,
         "min_task_improvement": args.min_task_improvement, "preempt_warmup": args.preempt_warmup,
-        "repeats": args.repeats,
-        "energy_ratio": gmean("energy_ratio"), "wall_ratio": gmean("wall_ratio"), "latency_ratio": gmean("latency_ratio"),
-        "per_model": {r["model"]: {k: r[k] for k in (
-            "energy_ratio", "wall_ratio", "latency_ratio", "baseline_joules", "trimmer_joules", "baseline_wall_s",
-            "trimmer_wall_s", "baseline_latency_s", "trimmer_latency_s", "baseline_trials", "trimmer_trials",
-            "baseline_non_contributing_share", "trimmer_non_contributing_share", "trimmer_preempted_at_round",
-            "trimmer_stop_reason", "trimmer_stop_round")} for r in rows},
-        "per_task": {d["model"]: d["per_task"] for d in details},
+        "search_threads": args.search_threads, "repeats": args.repeats,
+        # geometric means over every (model, seed) row
+        "energy_ratio": gmean(r["energy_ratio"] for r in rows), "wall_ratio": gmean(r["wall_ratio"] for r in rows),
+        "latency_ratio": gmean(r["latency_ratio"] for r in rows),
+        "replay_energy_ratio": gmean(r["replay_energy_ratio"] for r in rows),
+        "replay_latency_ratio": gmean(r["replay_latency_ratio"] for r in rows),
+        "per_run": {f"{r['model']}/seed{r['seed']}": {k: r[k] for k in per_model_keys} for r in rows},
+        "per_task": {f"{d['model']}/seed{d['seed']}": d["per_task"] for d in details},
         "energy_source": rows[0]["energy_source"], "energy_measured": rows[0]["energy_measured"],
         "load_avg_start": load0, "load_avg_end": os.getloadavg(), "csv": str(out),
         "target_energy_ratio_max": 0.7, "target_latency_within": 0.03,
