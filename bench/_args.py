@@ -38,13 +38,17 @@ def check_torchvision_models(ap: argparse.ArgumentParser, models: str) -> list[s
 
 def write_csv_rows(path: str | os.PathLike, rows: list[dict]) -> Path:
     """Write ``rows`` (dicts with the same keys; the first row's keys are the header) to ``path``,
-    creating its folder. Returns the path. Raises ``ValueError`` on no rows, ``OSError`` on I/O."""
+    creating its folder; written to a temporary file first and renamed over ``path``, so a run
+    killed while writing leaves the previous file whole. Returns the path. Raises ``ValueError``
+    on no rows, ``OSError`` on I/O."""
     if not rows:
         raise ValueError("no rows to write")
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    with open(p, "w", newline="") as fh:
+    tmp = p.with_name(p.name + ".tmp")
+    with open(tmp, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
+    os.replace(tmp, p)
     return p

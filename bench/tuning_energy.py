@@ -227,7 +227,7 @@ def run_one(kind: str, subset, target: dict, args, work_dir: str, seed: int) -> 
     rep = sched.report() if kind == "trimmer" else ledger.state.report()
     replay = None
     if kind != "trimmer":
-        rp = replay_rounds([(r["task_id"], r["latencies_s"], r["joules"]) for r in rep["rounds"]], n, weights,
+        rp = replay_rounds([(r["task_id"], r["latencies_s"], r["joules"], r["seconds"]) for r in rep["rounds"]], n, weights,
                            config_from_options(options))
         replay = {"rounds": rp.rounds, "trials": rp.trials, "task_trials": rp.task_trials, "joules": rp.joules,
                   "ledger_joules": rep["joules"], "stop_reason": rp.stop_reason, "preempted_at": rp.preempted_at,
@@ -261,7 +261,7 @@ def records_in_commit_order(work_dir: str) -> list:
     committed (= measured: ``AddToDatabase`` commits one record per candidate, failures with
     1e10 s). ``JSONDatabase.get_all_tuning_records`` returns them sorted by run time, which
     loses the order the replay arm needs. Raises FileNotFoundError / ValueError on a missing or
-    malformed file."""
+    malformed file (IndexError on a record naming a workload the workload file lacks)."""
     from tvm.s_tir import meta_schedule as ms
 
     wd = Path(work_dir)
@@ -310,6 +310,9 @@ def _remeasure_child(spec_path: str) -> None:
                 best[key] = (m, rec)
         for key in spec["tasks"]:
             if key not in best:
+                if key in limits:  # the replay cut the task before any valid record: no figure, no failure
+                    kernels[(arm, key)] = None
+                    continue
                 raise RuntimeError(f"arm {arm}: no valid tuning record for task {spec['tasks'][key]['name']}")
             m, rec = best[key]
             sch = Schedule(rec.workload.mod)
@@ -320,15 +323,18 @@ def _remeasure_child(spec_path: str) -> None:
             ev = rt.time_evaluator(rt.entry_name, dev, number=1, repeat=1, min_repeat_ms=spec["min_repeat_ms"])
             ev(*args)  # warm-up
             kernels[(arm, key)] = (ev, args, m)
-    order = list(kernels)
+    order = [k for k, v in kernels.items() if v is not None]
     rng = random.Random(0)
     times: dict = {k: [] for k in order}
+    out: dict = {}
+    for (arm, key), v in kernels.items():
+        if v is None:
+            out.setdefault(arm, {})[key] = None
     for _ in range(spec["repeats"]):
         rng.shuffle(order)
         for k in order:
             ev, args, _m = kernels[k]
             times[k].append(float(ev(*args).results[0]))
-    out: dict = {}
     for (arm, key), ts in times.items():
         arr = np.asarray(ts)
         out.setdefault(arm, {})[key] = {"median_s": float(np.median(arr)), "p25_s": float(np.percentile(arr, 25)),
@@ -337,12 +343,13 @@ def _remeasure_child(spec_path: str) -> None:
     print(json.dumps(out))
 
 
-def remeasure(arms: dict[str, str], tasks: dict[str, dict], target: dict, args) -> dict:
+def remeasure(arms: dict[str, dict], tasks: dict[str, dict], target: dict, args) -> dict:
     """Run :func:`_remeasure_child` in a fresh subprocess (threads fixed before TVM starts).
 
     arms: arm name -> {"work_dir": tuning work dir, "limits": None or {task key: N}} (with limits,
     only each task's first N records count: the replay arm); tasks: workload key -> {"name", "weight"}.
-    Returns per arm: per-task median seconds and ``weighted_s`` = sum of weight * median."""
+    Returns per arm: per-task median seconds and ``weighted_s`` = sum of weight * median (None,
+    and None for the task, where a limited arm had no valid record)."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
         json.dump({"arms": arms, "tasks": tasks, "target": target, "repeats": args.repeats,
                    "min_repeat_ms": args.min_repeat_ms}, fh)
@@ -357,30 +364,37 @@ def remeasure(arms: dict[str, str], tasks: dict[str, dict], target: dict, args) 
         os.unlink(spec)
     res = json.loads(out.stdout.strip().splitlines()[-1])
     for arm, per in res.items():
-        per["weighted_s"] = sum(tasks[k]["weight"] * per[k]["median_s"] for k in tasks)
+        per["weighted_s"] = (None if any(per.get(k) is None for k in tasks)
+                             else sum(tasks[k]["weight"] * per[k]["median_s"] for k in tasks))
     return res
 
 
-def parse_seeds(ap: argparse.ArgumentParser, text: str) -> list[int]:
-    """``"0,1,2"`` -> [0, 1, 2]; ``ap.error`` on an empty list, a non-integer, a negative or a
-    repeated seed."""
+MAX_SEED = 2**31 - 1024  # task i is tuned with rand_state seed + i; TVM seeds are 31-bit
+
+
+def parse_seeds(ap: argparse.ArgumentParser, text: str, flag: str = "--seeds") -> list[int]:
+    """``"0,1,2"`` -> [0, 1, 2]; ``ap.error`` on an empty list, a non-integer, a negative, a
+    repeated seed, or one at or above ``2**31 - 1024`` (TVM's ``rand_state`` is a 31-bit seed,
+    and task ``i`` gets ``seed + i``)."""
     items = [x.strip() for x in text.split(",") if x.strip()]
     if not items:
-        ap.error("--seeds is empty")
+        ap.error(f"{flag} is empty")
     try:
         seeds = [int(x) for x in items]
     except ValueError:
-        ap.error(f"--seeds must be comma-separated integers, got {text!r}")
+        ap.error(f"{flag} must be comma-separated integers, got {text!r}")
     if any(x < 0 for x in seeds):
-        ap.error("--seeds must be >= 0")
+        ap.error(f"{flag} must be >= 0")
+    if any(x >= MAX_SEED for x in seeds):
+        ap.error(f"{flag} must be below {MAX_SEED}")
     if len(set(seeds)) != len(seeds):
-        ap.error(f"--seeds repeats a seed: {text!r}")
+        ap.error(f"{flag} repeats a seed: {text!r}")
     return seeds
 
 
 def gmean(vals) -> Optional[float]:
     """Geometric mean of the positive values in ``vals`` (None entries ignored); None if none."""
-    vals = [v for v in vals if v]
+    vals = [v for v in vals if v is not None and v > 0]
     return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
 
 
@@ -398,13 +412,15 @@ def main() -> None:
                          "and before the model-level window starts (default 100 = XGBoost's warm-up; "
                          "0 = the paper's rule)")
     ap.add_argument("--runner", default="doppler", help="registry runner used by BOTH arms")
-    ap.add_argument("--seeds", default=None, help="comma-separated seeds; every model is run once per seed "
-                                                  "(default: --seed)")
-    ap.add_argument("--seed", type=int, default=0, help="the one seed when --seeds is not given")
+    seed_group = ap.add_mutually_exclusive_group()
+    seed_group.add_argument("--seeds", default=None, help="comma-separated seeds; every model is run once per "
+                                                          "seed (default: --seed)")
+    seed_group.add_argument("--seed", type=int, default=0, help="one seed (same as --seeds N)")
     ap.add_argument("--threads", type=int, default=2, help="TVM runtime threads of the measured kernels")
     ap.add_argument("--search-threads", type=int, default=1,
-                    help="threads of MetaSchedule's evolutionary search (1: the same seed gives both arms the "
-                         "same candidates until their measurements differ; see 'Search variance')")
+                    help="threads of MetaSchedule's evolutionary search and of XGBoost's training (tune_tasks "
+                         "takes the cost model's threads from the tasks); 1: reproducible search, so the same "
+                         "seed gives both arms the same first round (see 'Search variance')")
     ap.add_argument("--builder-workers", type=int, default=1, help="runner 'local' only")
     ap.add_argument("--build-timeout", type=float, default=150.0)
     ap.add_argument("--repeats", type=int, default=31, help="re-measurement repeats per kernel (median)")
@@ -422,15 +438,15 @@ def main() -> None:
         ap.error("--min-task-improvement must be in [0, 1)")
     if args.preempt_warmup < 0:
         ap.error("--preempt-warmup must be >= 0")
-    if args.seed < 0:
-        ap.error("--seed must be >= 0")
-    seeds = parse_seeds(ap, args.seeds) if args.seeds is not None else [args.seed]
+    seeds = (parse_seeds(ap, args.seeds) if args.seeds is not None else parse_seeds(ap, str(args.seed), "--seed"))
     from _args import check_out_path, check_torchvision_models
     from tuning.backends.registry import runner_names
 
     if args.runner not in runner_names():
         ap.error(f"unknown --runner {args.runner!r}; available: {', '.join(runner_names())}")
     models = check_torchvision_models(ap, args.models)
+    if len(set(models)) != len(models):
+        ap.error(f"--models names a model twice: {args.models!r}")
     check_out_path(ap, args.out)
 
     target = host_target(args.threads)
@@ -472,10 +488,10 @@ def main() -> None:
                 "trimmer_filter_batches": t["filter_batches"][i],
                 "replay_trials": rp["task_trials"][i], "replay_preempted_at_round": rp["preempted_at"][i],
                 "baseline_best_s": lat["gradient"][k]["median_s"], "trimmer_best_s": lat["trimmer"][k]["median_s"],
-                "replay_best_s": lat["replay"][k]["median_s"],
+                "replay_best_s": (lat["replay"].get(k) or {}).get("median_s"),
                 "baseline_best_tuning_s": lat["gradient"][k]["tuning_s"],
                 "trimmer_best_tuning_s": lat["trimmer"][k]["tuning_s"],
-                "replay_best_tuning_s": lat["replay"][k]["tuning_s"],
+                "replay_best_tuning_s": (lat["replay"].get(k) or {}).get("tuning_s"),
             } for i, k in enumerate(keys)]
             rows.append({
                 "model": model, "seed": seed,
@@ -504,8 +520,7 @@ def main() -> None:
             details.append({"model": model, "seed": seed, "per_task": per_task, "baseline": b, "trimmer": t,
                             "remeasured": lat})
             # write what is done so far: a long multi-seed run keeps its finished rows if stopped
-            write_csv_rows(args.out, rows)
-    out = write_csv_rows(args.out, rows)
+            out = write_csv_rows(args.out, rows)
 
     per_model_keys = (
         "energy_ratio", "wall_ratio", "latency_ratio", "baseline_joules", "trimmer_joules", "baseline_wall_s",

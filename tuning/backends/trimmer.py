@@ -42,15 +42,18 @@ picks) are replaced by better-ranked ones from the same population while some ex
 remains. The pool's other candidates are never measured (the inner strategy counts them as
 seen, so it does not propose them again).
 
-Before the filter acts, a batch is the unwrapped strategy's batch: EvolutionarySearch keeps the
-best-scored candidates in a heap of the requested size and puts them first, so the first
-``batch`` of a pool of ``oversample x batch`` are the candidates a plain request would return
-(its epsilon-greedy random picks, ``int(n * 0.05)``, come last). That holds only if the inner
-strategy has the random state it would have unwrapped: the wrapper therefore never initializes
-it with its own context, only through the task's original one (see :func:`make_trimmer_search`;
-``tests/unit/tuning/test_trimmer_search.py`` checks the first batch against the plain
-strategy's). Earlier code initialized it with the wrapper's context, so with the same seed
-Trimmer searched other candidates than the baseline from its first round on.
+Before the filter acts, the first batch is the unwrapped strategy's first batch when the batch
+is under 20: EvolutionarySearch keeps the best-scored candidates in a heap of the requested size
+and puts them first, and its epsilon-greedy random picks (``int(0.05 * n)`` of ``n``, so none
+below 20) come last, so the first ``batch`` of a pool of ``oversample x batch`` are the
+candidates a plain request returns (from 20 on, the plain request's last pick or picks are
+random ones and the pool's are not). Later warm-up batches can differ, because the strategy
+counts the pool's unmeasured candidates as seen and never proposes them again. All this holds
+only if the inner strategy has the random state it would have unwrapped: the wrapper therefore
+never initializes it with its own context, only through the task's original one (see
+:func:`make_trimmer_search`; ``tests/unit/tuning/test_trimmer_search.py`` checks the first batch
+against the plain strategy's). Earlier code initialized it with the wrapper's context, so with
+the same seed Trimmer searched other candidates than the baseline from its first round on.
 """
 from __future__ import annotations
 
@@ -162,7 +165,9 @@ def make_trimmer_search(inner, config: TrimmerConfig, seed: int, stats: list, me
     exactly the initializations it would go through unwrapped: the wrapper's first
     initialization (the new context's constructor) leaves it alone, and every later one (a task
     scheduler's ``tune`` initializes each task's context again; in apache-tvm 0.27 it does)
-    initializes ``inner_context`` as well, with its own ``rand_state``. Initializing ``inner``
+    initializes ``inner_context`` as well, with its own ``rand_state``: its space generator
+    first, then ``inner``, the order of ``TuneContext``'s own initialization, so the shared space
+    generator also ends up initialized with ``inner_context``, as unwrapped. Initializing ``inner``
     with the wrapper's context instead would fork its random state from another seed, so the
     same seed would search other candidates than the unwrapped strategy (the benchmark's
     baseline). The inner strategy points at ``inner_context`` without owning it; the wrapper
@@ -233,9 +238,11 @@ def make_trimmer_search(inner, config: TrimmerConfig, seed: int, stats: list, me
             self.inner.notify_runner_results(measure_candidates, results)
 
         def clone(self):
-            # a clone of an initialized strategy keeps its context and random state
-            return TrimmerSearch(self.inner.clone(), self.config, self.seed, self.stats, self.measured,
-                                 self.inner_context, self.inits)
+            # A clone belongs to a new context (TuneContext.clone initializes it): its inner
+            # strategy is a fresh clone with no postprocessors or mutators until initialized, so
+            # it is initialized with the wrapper's context like any wrapped strategy; mirroring
+            # the original context here would re-initialize (and reset) the original's search.
+            return TrimmerSearch(self.inner.clone(), self.config, self.seed, self.stats, self.measured, None)
 
     return TrimmerSearch(inner, config, seed, stats, measured, inner_context)
 
@@ -244,9 +251,9 @@ def wrap_task_context(ctx, config: TrimmerConfig, seed: int, stats: list, measur
     """A new ``TuneContext`` for task ``ctx`` whose search strategy is ``ctx``'s own wrapped in
     the candidate filter (:func:`make_trimmer_search`); mod, target, space generator, name and
     threads are ``ctx``'s. The inner strategy is initialized through ``ctx`` only (see
-    ``inner_context`` of :func:`make_trimmer_search`), so with the same seed the wrapper's
-    batches start as the unwrapped strategy's: before the filter acts, its first batch is the
-    same candidates. The wrapper holds ``ctx`` alive."""
+    ``inner_context`` of :func:`make_trimmer_search`), so with the same seed the wrapper's first
+    batch, before the filter acts and for batches under 20, is the unwrapped strategy's (module
+    doc). The wrapper holds ``ctx`` alive."""
     ms = _ms()
     search = make_trimmer_search(ctx.search_strategy, config, seed, stats, measured, inner_context=ctx)
     return ms.TuneContext(mod=ctx.mod, target=ctx.target, space_generator=ctx.space_generator,

@@ -453,18 +453,23 @@ def replay_rounds(recorded: Sequence[tuple], n_tasks: int, weights: Sequence[flo
     """Feed a trajectory recorded under another scheduler (normally MetaSchedule's gradient
     scheduler, the benchmark's baseline) through Trimmer's rules and say where they would stop.
 
-    recorded: rounds in order, each ``(task_id, latencies_s, joules)`` with ``latencies_s`` a list
-    of per-candidate seconds (None/inf for failures) and ``joules`` >= 0 the round's energy;
+    recorded: rounds in order, each ``(task_id, latencies_s, joules)`` or ``(task_id,
+    latencies_s, joules, seconds)``, with ``latencies_s`` a list of per-candidate seconds
+    (None/inf for failures), ``joules`` >= 0 the round's energy and ``seconds`` >= 0 its wall
+    time (0 when left out, so ``time_budget_s`` acts only on trajectories that carry it);
     n_tasks, weights: as for :class:`TrimmerState`; config: the rules' thresholds (the candidate
     filter's settings play no part).
 
     With **one task** this is exact for the preemption and stopping rules: had Trimmer searched
     the same candidates, it would have measured exactly the first ``rounds`` rounds, so the
     baseline's best after them is what those rules cost in latency, free of the search luck that
-    separates two live runs. With several tasks it is an approximation: rounds of a task already
-    preempted are left out (``skipped_rounds``), whereas a live Trimmer would spend them on other
-    tasks. Our addition for measurement, not part of the paper. Raises ValueError on a bad task
-    id or negative energy (from :meth:`TrimmerState.record_round`).
+    separates two live runs. (One difference in labels only: the live loop ends on the trial
+    budget without judging the last round, so where the replay names a stop at the trajectory's
+    last round the live run reports none; the round count is the same.) With several tasks it is
+    an approximation: rounds of a task already preempted are left out (``skipped_rounds``),
+    whereas a live Trimmer would spend them on other tasks. Our addition for measurement, not
+    part of the paper. Raises ValueError on a task id that is not an integer in range, a round
+    of the wrong length, or negative energy or time (from :meth:`TrimmerState.record_round`).
     """
     st = TrimmerState(n_tasks, weights, config, np.random.default_rng(0))
     trials = 0
@@ -472,13 +477,20 @@ def replay_rounds(recorded: Sequence[tuple], n_tasks: int, weights: Sequence[flo
     joules = 0.0
     skipped = 0
     reason = None
-    for task_id, lat, j in recorded:
-        if 0 <= int(task_id) < n_tasks and st.is_preempted(int(task_id)):
+    for entry in recorded:
+        if len(entry) not in (3, 4):
+            raise ValueError(f"a recorded round is (task_id, latencies, joules[, seconds]), got {entry!r}")
+        task_id, lat, j = entry[0], entry[1], entry[2]
+        secs = float(entry[3]) if len(entry) == 4 else 0.0
+        if not _is_count(task_id) and not (isinstance(task_id, np.integer)):
+            raise ValueError(f"task_id must be an integer, got {task_id!r}")
+        task_id = int(task_id)
+        if 0 <= task_id < n_tasks and st.is_preempted(task_id):
             skipped += 1
             continue
-        st.record_round(int(task_id), lat, joules=float(j))
+        st.record_round(task_id, lat, joules=float(j), seconds=secs)
         trials += len(lat)
-        task_trials[int(task_id)] += len(lat)
+        task_trials[task_id] += len(lat)
         joules += float(j)
         reason = st.check_stop()
         if reason is None and all(st.is_preempted(t) for t in range(n_tasks)):

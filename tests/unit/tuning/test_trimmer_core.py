@@ -486,6 +486,38 @@ def test_replay_skips_rounds_of_preempted_tasks():
     assert res.stop_reason == "all-preempted"
 
 
-def test_replay_rejects_a_bad_task_id():
+@pytest.mark.parametrize("bad", [3, -1, 0.9, True, "0"])
+def test_replay_rejects_a_bad_task_id(bad):
     with pytest.raises(ValueError, match="task_id"):
-        replay_rounds([(3, [1.0], 0.0)], 1, [1.0], TrimmerConfig())
+        replay_rounds([(bad, [1.0], 0.0)], 1, [1.0], TrimmerConfig())
+
+
+def test_replay_rejects_a_malformed_round():
+    with pytest.raises(ValueError, match="recorded round"):
+        replay_rounds([(0, [1.0])], 1, [1.0], TrimmerConfig())
+
+
+def test_replay_of_nothing_runs_nothing():
+    res = replay_rounds([], 1, [1.0], TrimmerConfig())
+    assert (res.rounds, res.trials, res.joules, res.stop_reason, res.task_trials) == (0, 0, 0.0, None, [0])
+
+
+def test_replay_applies_budgets_from_the_recorded_energy_and_time():
+    # improving rounds of 10 J and 4 s each, so only a budget can stop them:
+    # energy budget 25 J is reached after r3 (30 J); time budget 10 s after r3 (12 s)
+    rounds = [(0, [5.0 - i], 10.0, 4.0) for i in range(5)]
+    cfg = dict(patience=10, min_rel_improvement=0.0, preempt_warmup=0)
+    res = replay_rounds(rounds, 1, [1.0], TrimmerConfig(energy_budget_j=25.0, **cfg))
+    assert (res.rounds, res.stop_reason, res.joules) == (3, "energy-budget", 30.0)
+    res = replay_rounds(rounds, 1, [1.0], TrimmerConfig(time_budget_s=10.0, **cfg))
+    assert (res.rounds, res.stop_reason) == (3, "time-budget")
+    # without seconds in the trajectory the time budget never fires
+    res = replay_rounds([r[:3] for r in rounds], 1, [1.0], TrimmerConfig(time_budget_s=10.0, **cfg))
+    assert (res.rounds, res.stop_reason) == (5, None)
+
+
+def test_replay_rounds_without_candidates_count_as_not_improving():
+    # r1 [2.0] best 2; r2 [] nothing measured, stale 1 -> preempted at r2 with patience 1
+    res = replay_rounds([(0, [2.0], 1.0), (0, [], 1.0), (0, [1.0], 1.0)], 1, [1.0],
+                        TrimmerConfig(patience=1, min_rel_improvement=0.0, preempt_warmup=0))
+    assert (res.rounds, res.trials, res.stop_reason) == (2, 1, "all-preempted")
