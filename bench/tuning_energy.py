@@ -522,7 +522,7 @@ def main() -> None:
             # write what is done so far: a long multi-seed run keeps its finished rows if stopped
             out = write_csv_rows(args.out, rows)
 
-    per_model_keys = (
+    per_run_keys = (
         "energy_ratio", "wall_ratio", "latency_ratio", "baseline_joules", "trimmer_joules", "baseline_wall_s",
         "trimmer_wall_s", "baseline_latency_s", "trimmer_latency_s", "baseline_trials", "trimmer_trials",
         "baseline_non_contributing_share", "trimmer_non_contributing_share", "trimmer_preempted_at_round",
@@ -538,7 +538,7 @@ def main() -> None:
         "latency_ratio": gmean(r["latency_ratio"] for r in rows),
         "replay_energy_ratio": gmean(r["replay_energy_ratio"] for r in rows),
         "replay_latency_ratio": gmean(r["replay_latency_ratio"] for r in rows),
-        "per_run": {f"{r['model']}/seed{r['seed']}": {k: r[k] for k in per_model_keys} for r in rows},
+        "per_run": {f"{r['model']}/seed{r['seed']}": {k: r[k] for k in per_run_keys} for r in rows},
         "per_task": {f"{d['model']}/seed{d['seed']}": d["per_task"] for d in details},
         "energy_source": rows[0]["energy_source"], "energy_measured": rows[0]["energy_measured"],
         "load_avg_start": load0, "load_avg_end": os.getloadavg(), "csv": str(out),

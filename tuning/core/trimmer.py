@@ -472,9 +472,6 @@ def replay_rounds(recorded: Sequence[tuple], n_tasks: int, weights: Sequence[flo
     of the wrong length, or negative energy or time (from :meth:`TrimmerState.record_round`).
     """
     st = TrimmerState(n_tasks, weights, config, np.random.default_rng(0))
-    trials = 0
-    task_trials = [0] * n_tasks
-    joules = 0.0
     skipped = 0
     reason = None
     for entry in recorded:
@@ -489,12 +486,13 @@ def replay_rounds(recorded: Sequence[tuple], n_tasks: int, weights: Sequence[flo
             skipped += 1
             continue
         st.record_round(task_id, lat, joules=float(j), seconds=secs)
-        trials += len(lat)
-        task_trials[task_id] += len(lat)
-        joules += float(j)
         reason = st.check_stop()
         if reason is None and all(st.is_preempted(t) for t in range(n_tasks)):
             reason = "all-preempted"
         if reason is not None:
             break
-    return ReplayResult(len(st.rounds), trials, joules, reason, list(st.preempted_at), skipped, task_trials)
+    task_trials = [0] * n_tasks
+    for r in st.rounds:
+        task_trials[r.task_id] += len(r.latencies)
+    return ReplayResult(len(st.rounds), st.n_candidates, sum(r.joules for r in st.rounds), reason,
+                        list(st.preempted_at), skipped, task_trials)
