@@ -496,3 +496,82 @@ def replay_rounds(recorded: Sequence[tuple], n_tasks: int, weights: Sequence[flo
         task_trials[r.task_id] += len(r.latencies)
     return ReplayResult(len(st.rounds), st.n_candidates, sum(r.joules for r in st.rounds), reason,
                         list(st.preempted_at), skipped, task_trials)
+
+
+@dataclass(frozen=True)
+class OracleStop:
+    """The earliest stop that keeps a recorded trajectory's final latency (see :func:`oracle_stop`).
+
+    rounds: 1-based count of rounds up to and including the first one whose weighted best is
+    within the tolerance of the trajectory's final weighted best; trials: candidates in those
+    rounds; energy_share: their joules over all the trajectory's joules (a fraction; None when the
+    trajectory recorded no energy); final_s, reached_s: the final weighted best and the one at
+    that round (seconds).
+    """
+
+    rounds: int
+    trials: int
+    energy_share: Optional[float]
+    final_s: float
+    reached_s: float
+
+
+def oracle_stop(weighted_totals: Sequence[Optional[float]], joules: Sequence[float],
+                trials: Sequence[int], tolerance: float = 0.03) -> OracleStop:
+    """Where an omniscient stopping rule would end a recorded tuning without losing more than
+    ``tolerance`` of its final latency: the first round after which the weighted sum of task
+    best latencies is at most ``(1 + tolerance)`` x the trajectory's final one.
+
+    weighted_totals: per round, ``sum_i weight_i * best_i`` in seconds after it (None while some
+    task has no valid record; non-increasing, as bests are); joules: per round, energy >= 0;
+    trials: per round, candidates measured (>= 0); tolerance: a fraction >= 0 (0.03: the Trimmer
+    issue's "latency within 3 %"). All three sequences have one entry per round, in order.
+
+    It bounds what *any* rule that only stops (preemption, plateau or budget rules; not the
+    candidate filter, which changes the trajectory) can save on this trajectory at that
+    tolerance: stopping earlier leaves the in-tuning latency more than ``tolerance`` above the
+    final one, so if ``energy_share`` exceeds an energy target, no stopping rule meets both the
+    energy and the latency target on it. Exact for one task; with several, a live scheduler
+    could reorder rounds and do better. Our measurement, not part of the paper.
+
+    Raises ValueError on sequences of different lengths, no rounds, a final total that is None
+    (no round gave every task a valid latency), a total that is not a positive finite number or
+    that increases, negative or non-finite joules, a negative trial count, or a tolerance that is
+    negative or not finite.
+    """
+    n = len(weighted_totals)
+    if len(joules) != n or len(trials) != n:
+        raise ValueError(f"weighted_totals, joules and trials must have one entry per round, got "
+                         f"{n}, {len(joules)} and {len(trials)}")
+    if n == 0:
+        raise ValueError("oracle_stop needs at least one round")
+    tol = float(tolerance)
+    if not (math.isfinite(tol) and tol >= 0):
+        raise ValueError(f"tolerance must be a finite fraction >= 0, got {tolerance!r}")
+    prev = INF
+    for i, (w, j, c) in enumerate(zip(weighted_totals, joules, trials)):
+        if not (math.isfinite(float(j)) and float(j) >= 0):
+            raise ValueError(f"round {i + 1}: joules must be finite and >= 0, got {j!r}")
+        if not (_is_count(c) or isinstance(c, np.integer)) or int(c) < 0:
+            raise ValueError(f"round {i + 1}: trials must be an integer >= 0, got {c!r}")
+        if w is None:
+            if math.isfinite(prev):
+                raise ValueError(f"round {i + 1}: weighted total None after a valid one")
+            continue
+        w = float(w)
+        if not (math.isfinite(w) and w > 0):
+            raise ValueError(f"round {i + 1}: weighted total must be a positive number of seconds, got {w!r}")
+        if w > prev:
+            raise ValueError(f"round {i + 1}: weighted total rose from {prev} to {w} s; bests never rise")
+        prev = w
+    final = weighted_totals[-1]
+    if final is None:
+        raise ValueError("no round gave every task a valid latency: no final latency to keep")
+    final = float(final)
+    total_j = float(sum(float(j) for j in joules))
+    for r, w in enumerate(weighted_totals, start=1):
+        if w is not None and float(w) <= final * (1.0 + tol):
+            spent = float(sum(float(j) for j in joules[:r]))
+            return OracleStop(r, int(sum(int(c) for c in trials[:r])),
+                              spent / total_j if total_j > 0 else None, final, float(w))
+    raise AssertionError("unreachable: the last round is always within the tolerance")  # pragma: no cover

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from tuning.core.trimmer import TrimmerConfig, TrimmerState, replay_rounds, select_candidates
+from tuning.core.trimmer import TrimmerConfig, TrimmerState, oracle_stop, replay_rounds, select_candidates
 
 
 def _state(n=1, weights=None, **cfg):
@@ -521,3 +521,42 @@ def test_replay_rounds_without_candidates_count_as_not_improving():
     res = replay_rounds([(0, [2.0], 1.0), (0, [], 1.0), (0, [1.0], 1.0)], 1, [1.0],
                         TrimmerConfig(patience=1, min_rel_improvement=0.0, preempt_warmup=0))
     assert (res.rounds, res.trials, res.stop_reason) == (2, 1, "all-preempted")
+
+
+# ---------------------------------------------------------------- oracle stop (what any stop rule can save)
+@pytest.mark.parametrize("totals, joules, tol, expected", [
+    # final 2.0; 2.9 > 2.06 until the last round -> only the full trajectory keeps it
+    ([4.0, 3.0, 3.0, 2.9, 2.9, 2.0], [1.0] * 6, 0.03, (6, 96, 1.0, 2.0)),
+    # final 2.0; round 2's 2.05 <= 2.0 * 1.03 = 2.06 -> stop after 2 rounds, (1 + 2) / 10 J
+    ([5.0, 2.05, 2.05, 2.0], [1.0, 2.0, 3.0, 4.0], 0.03, (2, 32, 0.3, 2.05)),
+    # tolerance 0: the first round that reaches the final best itself (round 4)
+    ([5.0, 2.05, 2.05, 2.0], [1.0, 2.0, 3.0, 4.0], 0.0, (4, 64, 1.0, 2.0)),
+    # no valid total in round 1 (a task without a record); 3.0 <= 2.0 * 1.5 at round 2 -> 2 / 4 J
+    ([None, 3.0, 2.0], [1.0, 1.0, 2.0], 0.5, (2, 32, 0.5, 3.0)),
+    # no energy recorded: no share
+    ([3.0, 2.0], [0.0, 0.0], 0.03, (2, 32, None, 2.0)),
+])
+def test_oracle_stop_is_the_first_round_within_the_tolerance(totals, joules, tol, expected):
+    res = oracle_stop(totals, joules, [16] * len(totals), tol)
+    assert (res.rounds, res.trials, res.energy_share, res.reached_s) == expected
+    assert res.final_s == totals[-1]
+
+
+@pytest.mark.parametrize("totals, joules, trials, tol, match", [
+    ([2.0], [1.0, 1.0], [16], 0.03, "one entry per round"),
+    ([], [], [], 0.03, "at least one round"),
+    ([None, None], [1.0, 1.0], [16, 16], 0.03, "no final latency"),
+    ([2.0, 3.0], [1.0, 1.0], [16, 16], 0.03, "rose"),
+    ([2.0, None], [1.0, 1.0], [16, 16], 0.03, "None after a valid one"),
+    ([2.0, 0.0], [1.0, 1.0], [16, 16], 0.03, "positive number"),
+    ([2.0, math.inf], [1.0, 1.0], [16, 16], 0.03, "positive number"),
+    ([2.0], [-1.0], [16], 0.03, "joules"),
+    ([2.0], [math.nan], [16], 0.03, "joules"),
+    ([2.0], [1.0], [-1], 0.03, "trials"),
+    ([2.0], [1.0], [True], 0.03, "trials"),
+    ([2.0], [1.0], [16], -0.1, "tolerance"),
+    ([2.0], [1.0], [16], math.nan, "tolerance"),
+])
+def test_oracle_stop_rejects_bad_input(totals, joules, trials, tol, match):
+    with pytest.raises(ValueError, match=match):
+        oracle_stop(totals, joules, trials, tol)
