@@ -63,10 +63,10 @@ latency_ratio  Trimmer / baseline of the tuned subset's latency, ``sum_i weight_
                the next repeat), ``--repeats`` repeats of at least ``--min-repeat-ms`` each; the
                per-kernel **lower quartile** of the repeats decides (``latency_ratio_median``: the
                same with medians). Why not the median: on this VM the repeats of a 0.1 ms kernel
-               on 2 threads are bimodal (a repeat is either undisturbed or 1.5x slower), and the
-               median moves with the share of slow repeats; the same kernel timed twice,
-               interleaved, gave medians 7 % apart and lower quartiles 0.2 % apart (mobilenet_v2,
-               seed 0, 2026-12-01). The subset's share of the end-to-end latency, not a
+               on 2 threads are bimodal (a repeat is either undisturbed or about 1.6x slower), and
+               the median moves with the share of slow repeats; the same kernel timed twice,
+               interleaved, gave medians 6.5 % apart and lower quartiles 0.1 % apart
+               (mobilenet_v2, seed 0, 2026-12-01). The subset's share of the end-to-end latency, not a
                full-model compile. The in-tuning numbers are reported too (``*_tuning_latency_s``).
 baseline_non_contributing_share
                share of the baseline's attributed energy spent on candidates that never improved
@@ -78,16 +78,19 @@ replay_energy_ratio, replay_latency_ratio, replay_trials
                the replay above: energy of the baseline's rounds up to where Trimmer's rules stop
                over all its rounds' energy (both from the baseline's observing ledger), and the
                re-measured best of the baseline's first ``replay_trials`` records over its final
-               best. Where that best is the baseline's final best record itself
-               (``replay_same_kernels``) the ratio is 1.0 by definition, and the two timings of
-               the same kernels give the re-measurement's noise (``remeasure_noise_ratio``, and
+               best. A task whose replayed best is the baseline's final best record itself counts
+               at the baseline's timing (the same kernel; ``replay_same_kernels`` counts those
+               tasks), so where every task keeps its kernel the ratio is 1.0, and the two timings
+               of those kernels give the re-measurement's noise (``remeasure_noise_ratio``, and
                ``remeasure_noise_ratio_median`` with medians).
-oracle_energy_ratio, oracle_rounds
-               the earliest stop that keeps the baseline's in-tuning weighted latency within 3 % of
-               its final one (:func:`tuning.core.trimmer.oracle_stop`): its share of the
-               baseline's energy bounds what any rule that only stops can save on that trajectory
-               at the latency target. Above 0.7, no stopping rule meets both targets on it; only a
-               better search (the filter) can.
+oracle_energy_ratio, oracle_rounds, oracle_trials
+               the earliest stop of the whole run that keeps the baseline's in-tuning weighted
+               latency within 3 % of its final one (:func:`tuning.core.trimmer.oracle_stop`), and
+               the baseline's energy up to it (share of the observing ledger's round energy, like
+               ``replay_energy_ratio``). With one task (the default) it bounds what any rule that
+               only stops can save on that trajectory at the latency target: above 0.7, no such
+               rule meets both targets on it, only a better search (the filter) can. With several
+               tasks per-task preemption can save more than it.
 
 Trimmer runs with its defaults (model-level window patience x tasks, 1 %, exploration floor
 0.1, oversample 2, filter warm-up 100) except three that come from flags: ``--patience``
@@ -98,9 +101,9 @@ must lower its task's best by more than 1 % to reset the patience count; the in-
 this shared machine differ from a quiet re-measurement by several per cent, so smaller
 "improvements" are noise).
 
-Usage (long: about 45 minutes per seed on this machine at 32 rounds, 25 at 16; run it alone, or
-under the shared benchmark lock ``flock /tmp/tandem-bench.lock``, as other load changes the
-measurements):
+Usage (long: about 85 minutes per seed for both models at 32 rounds and 1 search thread, on this
+machine in 2026-12; run it alone, or under the shared benchmark lock
+``flock /tmp/tandem-bench.lock``, as other load changes the measurements):
   flock /tmp/tandem-bench.lock python bench/tuning_energy.py \
       --models resnet18,mobilenet_v2 --tasks 1 --rounds 32 --batch 16 --seeds 0,1
 Prints one JSON line; writes bench/out/tuning_energy.csv (one row per model and seed, rewritten
@@ -239,7 +242,7 @@ def run_one(kind: str, subset, target: dict, args, work_dir: str, seed: int) -> 
         if callable(getattr(runner, "close", None)):
             runner.close()
     rep = sched.report() if kind == "trimmer" else ledger.state.report()
-    replay = None
+    replay = oracle = None
     if kind != "trimmer":
         rp = replay_rounds([(r["task_id"], r["latencies_s"], r["joules"], r["seconds"]) for r in rep["rounds"]], n, weights,
                            config_from_options(options))
@@ -249,8 +252,7 @@ def run_one(kind: str, subset, target: dict, args, work_dir: str, seed: int) -> 
         # what any stopping rule could save on this trajectory within the latency target
         orc = oracle_stop([r["weighted_total_s"] for r in rep["rounds"]], [r["joules"] for r in rep["rounds"]],
                           [r["n_candidates"] for r in rep["rounds"]], ORACLE_TOLERANCE)
-        replay.update({"oracle_rounds": orc.rounds, "oracle_trials": orc.trials,
-                       "oracle_energy_share": orc.energy_share})
+        oracle = {"rounds": orc.rounds, "trials": orc.trials, "energy_ratio": orc.energy_share}
     return {
         "scheduler": kind,
         "joules": r1.joules - r0.joules,
@@ -271,6 +273,7 @@ def run_one(kind: str, subset, target: dict, args, work_dir: str, seed: int) -> 
         "round_log": [[r["task_id"], r["best_after_s"], r["improved"], r.get("progressed"), r["n_contributing"],
                        round(r["joules"], 1)] for r in rep["rounds"]],
         "replay": replay,
+        "oracle": oracle,
     }
 
 
@@ -312,7 +315,7 @@ def _remeasure_child(spec_path: str) -> None:
     target = tvm.target.Target(spec["target"])
     dev = tvm.cpu(0)
     f_fill = tvm.get_global_func("tvm.contrib.random.random_fill_for_measure")
-    kernels = {}  # (arm, key) -> (evaluator, args, in-tuning seconds)
+    kernels = {}  # (arm, key) -> (evaluator, args, in-tuning seconds, record index) or None
     for arm, arm_spec in spec["arms"].items():
         limits = arm_spec.get("limits") or {}  # task key -> first N records (commit order) only
         seen: dict[str, int] = {}
@@ -395,6 +398,33 @@ def remeasure(arms: dict[str, dict], tasks: dict[str, dict], target: dict, args)
 # the re-measurement's estimator: the lower quartile of the repeats (see "latency_ratio" in the module doc)
 ESTIMATOR = "p25_s"
 ORACLE_TOLERANCE = 0.03  # the issue's "final latency within 3 %", for oracle_* (see the module doc)
+
+
+def replay_latency(lat: dict, tasks: dict[str, dict]) -> dict:
+    """The replay arm's weighted latency from :func:`remeasure`'s result ``lat``, with each task
+    whose replay kept the baseline's own best record (the same ``record_index`` in the same
+    database: the replay arm reads the baseline's) counted at the baseline's timing: the same
+    kernel is the same latency, and a second timing of it differs only by noise.
+
+    tasks: workload key -> {"weight", ...}. Returns ``weighted_s`` (seconds, :data:`ESTIMATOR`;
+    None where the replay cut a task before any valid record), ``task_s`` and ``same`` per task
+    key, and ``noise_ratio`` / ``noise_ratio_median``: the weighted second timing over the
+    baseline's of the tasks with the same kernel (lower quartiles / medians; None if none)."""
+    g, r = lat["gradient"], lat["replay"]
+    same = {k: r.get(k) is not None and r[k]["record_index"] == g[k]["record_index"] for k in tasks}
+    task_s = {k: (g[k][ESTIMATOR] if same[k] else (r.get(k) or {}).get(ESTIMATOR)) for k in tasks}
+    weighted = (None if any(v is None for v in task_s.values())
+                else sum(tasks[k]["weight"] * task_s[k] for k in tasks))
+
+    def noise(field: str) -> Optional[float]:
+        keys = [k for k in tasks if same[k]]
+        if not keys:
+            return None
+        return (sum(tasks[k]["weight"] * r[k][field] for k in keys)
+                / sum(tasks[k]["weight"] * g[k][field] for k in keys))
+
+    return {"weighted_s": weighted, "task_s": task_s, "same": same,
+            "noise_ratio": noise(ESTIMATOR), "noise_ratio_median": noise("median_s")}
 MAX_SEED = 2**31 - 1024  # task i is tuned with rand_state seed + i; TVM seeds are 31-bit
 
 
@@ -449,7 +479,7 @@ def main() -> None:
                          "seed gives both arms the same first round (see 'Search variance')")
     ap.add_argument("--builder-workers", type=int, default=1, help="runner 'local' only")
     ap.add_argument("--build-timeout", type=float, default=150.0)
-    ap.add_argument("--repeats", type=int, default=31, help="re-measurement repeats per kernel (median)")
+    ap.add_argument("--repeats", type=int, default=31, help="re-measurement repeats per kernel (lower quartile decides)")
     ap.add_argument("--min-repeat-ms", type=int, default=50, help="re-measurement: minimum ms per repeat")
     ap.add_argument("--out", default=str(REPO / "bench" / "out" / "tuning_energy.csv"))
     ap.add_argument("--remeasure-child", help=argparse.SUPPRESS)
@@ -500,6 +530,7 @@ def main() -> None:
                 # would have stopped it on the baseline's trajectory
                 limits = {k: rp["task_trials"][i] for i, k in enumerate(keys)}
                 arms = {"gradient": {"work_dir": dirs["gradient"]}, "trimmer": {"work_dir": dirs["trimmer"]},
+                        # the replay reads the baseline's database: replay_latency compares record indices
                         "replay": {"work_dir": dirs["gradient"], "limits": limits}}
                 lat = remeasure(arms, tasks, target, args)
             finally:
@@ -507,8 +538,7 @@ def main() -> None:
                     shutil.rmtree(d, ignore_errors=True)
             print(f"# {model} seed {seed} re-measured: {json.dumps(lat)}", file=sys.stderr, flush=True)
             b, t = res["gradient"], res["trimmer"]
-            same_kernels = all(lat["replay"].get(k) is not None
-                               and lat["replay"][k]["record_index"] == lat["gradient"][k]["record_index"] for k in keys)
+            rpl = replay_latency(lat, tasks)
             per_task = [{
                 "task": tasks[k]["name"], "weight": tasks[k]["weight"], "mflop": tasks[k]["mflop"],
                 "baseline_rounds": b["task_rounds"][i], "trimmer_rounds": t["task_rounds"][i],
@@ -516,7 +546,7 @@ def main() -> None:
                 "trimmer_filter_batches": t["filter_batches"][i],
                 "replay_trials": rp["task_trials"][i], "replay_preempted_at_round": rp["preempted_at"][i],
                 "baseline_best_s": lat["gradient"][k][ESTIMATOR], "trimmer_best_s": lat["trimmer"][k][ESTIMATOR],
-                "replay_best_s": (lat["replay"].get(k) or {}).get(ESTIMATOR),
+                "replay_best_s": rpl["task_s"][k], "replay_same_kernel": rpl["same"][k],
                 "baseline_best_median_s": lat["gradient"][k]["median_s"],
                 "trimmer_best_median_s": lat["trimmer"][k]["median_s"],
                 "baseline_best_tuning_s": lat["gradient"][k]["tuning_s"],
@@ -544,18 +574,14 @@ def main() -> None:
                 # Trimmer's rules replayed on the baseline's trajectory (no search variance)
                 "replay_rounds": rp["rounds"], "replay_trials": rp["trials"], "replay_stop_reason": rp["stop_reason"],
                 "replay_energy_ratio": ratio(rp["joules"], rp["ledger_joules"]),
-                "replay_latency_s": lat["replay"]["weighted_s"],
-                # the same kernels as the baseline's are the same latency: 1.0; what the two timings
-                # of them differ by is the re-measurement's noise (remeasure_noise_*)
-                "replay_same_kernels": same_kernels,
-                "replay_latency_ratio": 1.0 if same_kernels else ratio(lat["replay"]["weighted_s"],
-                                                                        lat["gradient"]["weighted_s"]),
-                "remeasure_noise_ratio": ratio(lat["replay"]["weighted_s"], lat["gradient"]["weighted_s"])
-                if same_kernels else None,
-                "remeasure_noise_ratio_median": ratio(lat["replay"]["weighted_median_s"],
-                                                      lat["gradient"]["weighted_median_s"]) if same_kernels else None,
-                "oracle_rounds": rp["oracle_rounds"], "oracle_trials": rp["oracle_trials"],
-                "oracle_energy_ratio": rp["oracle_energy_share"],
+                # tasks where the replay kept the baseline's own kernel count with the baseline's
+                # timing; the two timings of those kernels give the re-measurement's noise
+                "replay_latency_s": rpl["weighted_s"],
+                "replay_latency_ratio": ratio(rpl["weighted_s"], lat["gradient"]["weighted_s"]),
+                "replay_same_kernels": sum(rpl["same"].values()),
+                "remeasure_noise_ratio": rpl["noise_ratio"], "remeasure_noise_ratio_median": rpl["noise_ratio_median"],
+                "oracle_rounds": b["oracle"]["rounds"], "oracle_trials": b["oracle"]["trials"],
+                "oracle_energy_ratio": b["oracle"]["energy_ratio"],
                 "energy_source": b["energy_source"], "energy_measured": b["energy_measured"],
             })
             details.append({"model": model, "seed": seed, "per_task": per_task, "baseline": b, "trimmer": t,
@@ -568,7 +594,8 @@ def main() -> None:
         "trimmer_wall_s", "baseline_latency_s", "trimmer_latency_s", "baseline_trials", "trimmer_trials",
         "baseline_non_contributing_share", "trimmer_non_contributing_share", "trimmer_preempted_at_round",
         "trimmer_stop_reason", "trimmer_stop_round", "replay_trials", "replay_stop_reason", "replay_energy_ratio",
-        "replay_latency_ratio", "replay_same_kernels", "oracle_rounds", "oracle_energy_ratio", "latency_ratio_median",
+        "replay_latency_ratio", "replay_same_kernels", "oracle_rounds", "oracle_trials", "oracle_energy_ratio",
+        "latency_ratio_median",
         "remeasure_noise_ratio", "remeasure_noise_ratio_median")
     summary = {
         "bench": "tuning_energy", "target": target, "runner": args.runner, "tasks_per_model": args.tasks,
@@ -583,11 +610,13 @@ def main() -> None:
         "replay_energy_ratio": gmean(r["replay_energy_ratio"] for r in rows),
         "replay_latency_ratio": gmean(r["replay_latency_ratio"] for r in rows),
         "oracle_energy_ratio": gmean(r["oracle_energy_ratio"] for r in rows),
+        "remeasure_noise_ratio": gmean(r["remeasure_noise_ratio"] for r in rows),
+        "remeasure_noise_ratio_median": gmean(r["remeasure_noise_ratio_median"] for r in rows),
         "per_run": {f"{r['model']}/seed{r['seed']}": {k: r[k] for k in per_run_keys} for r in rows},
         "per_task": {f"{d['model']}/seed{d['seed']}": d["per_task"] for d in details},
         "energy_source": rows[0]["energy_source"], "energy_measured": rows[0]["energy_measured"],
         "load_avg_start": load0, "load_avg_end": os.getloadavg(), "csv": str(out),
-        "target_energy_ratio_max": 0.7, "target_latency_within": 0.03,
+        "target_energy_ratio_max": 0.7, "target_latency_within": ORACLE_TOLERANCE,
     }
     out.with_suffix(".json").write_text(json.dumps({"summary": summary, "details": details}, indent=1, default=str))
     print(json.dumps(summary))

@@ -516,28 +516,39 @@ class OracleStop:
     reached_s: float
 
 
+def _real(value, what: str) -> float:
+    """``value`` as a float if it is a real number (int, float or numpy scalar; not a bool or a
+    string), else ValueError naming ``what``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{what} must be a number, got {value!r}")
+    return float(value)
+
+
 def oracle_stop(weighted_totals: Sequence[Optional[float]], joules: Sequence[float],
                 trials: Sequence[int], tolerance: float = 0.03) -> OracleStop:
-    """Where an omniscient stopping rule would end a recorded tuning without losing more than
-    ``tolerance`` of its final latency: the first round after which the weighted sum of task
-    best latencies is at most ``(1 + tolerance)`` x the trajectory's final one.
+    """Where an omniscient rule that stops the whole tuning would end a recorded trajectory
+    without losing more than ``tolerance`` of its final latency: the first round after which the
+    weighted sum of task best latencies is at most ``(1 + tolerance)`` x the trajectory's final
+    one.
 
     weighted_totals: per round, ``sum_i weight_i * best_i`` in seconds after it (None while some
     task has no valid record; non-increasing, as bests are); joules: per round, energy >= 0;
-    trials: per round, candidates measured (>= 0); tolerance: a fraction >= 0 (0.03: the Trimmer
-    issue's "latency within 3 %"). All three sequences have one entry per round, in order.
+    trials: per round, candidates measured (>= 0); tolerance: a fraction in [0, 1) (0.03: the
+    Trimmer issue's "latency within 3 %"). All three sequences have one entry per round, in order.
 
-    It bounds what *any* rule that only stops (preemption, plateau or budget rules; not the
-    candidate filter, which changes the trajectory) can save on this trajectory at that
-    tolerance: stopping earlier leaves the in-tuning latency more than ``tolerance`` above the
-    final one, so if ``energy_share`` exceeds an energy target, no stopping rule meets both the
-    energy and the latency target on it. Exact for one task; with several, a live scheduler
-    could reorder rounds and do better. Our measurement, not part of the paper.
+    With **one task** it bounds what any rule that only stops (preemption, plateau or budget
+    rules; not the candidate filter, which changes the trajectory) can save on this trajectory
+    at that tolerance: stopping earlier leaves the in-tuning latency more than ``tolerance``
+    above the final one, so if ``energy_share`` exceeds an energy target, no such rule meets
+    both the energy and the latency target on it. With several tasks it bounds only a stop of
+    the whole run: preempting one task while the others go on skips later rounds, not a suffix,
+    and can save more. Our measurement, not part of the paper.
 
     Raises ValueError on sequences of different lengths, no rounds, a final total that is None
     (no round gave every task a valid latency), a total that is not a positive finite number or
-    that increases, negative or non-finite joules, a negative trial count, or a tolerance that is
-    negative or not finite.
+    that increases, joules that are negative or not finite (each or in sum), a trial count that
+    is not an integer >= 0, any value that is not a number (a string or a bool included), or a
+    tolerance outside [0, 1) (a per cent given as 3 instead of 0.03).
     """
     n = len(weighted_totals)
     if len(joules) != n or len(trials) != n:
@@ -545,33 +556,42 @@ def oracle_stop(weighted_totals: Sequence[Optional[float]], joules: Sequence[flo
                          f"{n}, {len(joules)} and {len(trials)}")
     if n == 0:
         raise ValueError("oracle_stop needs at least one round")
-    tol = float(tolerance)
-    if not (math.isfinite(tol) and tol >= 0):
-        raise ValueError(f"tolerance must be a finite fraction >= 0, got {tolerance!r}")
+    tol = _real(tolerance, "tolerance")
+    if not (0 <= tol < 1):
+        raise ValueError(f"tolerance must be a fraction in [0, 1) (0.03 for 3 %), got {tolerance!r}")
+    totals: list[Optional[float]] = []
+    energy: list[float] = []
     prev = INF
     for i, (w, j, c) in enumerate(zip(weighted_totals, joules, trials)):
-        if not (math.isfinite(float(j)) and float(j) >= 0):
+        j = _real(j, f"round {i + 1}: joules")
+        if not (math.isfinite(j) and j >= 0):
             raise ValueError(f"round {i + 1}: joules must be finite and >= 0, got {j!r}")
+        energy.append(j)
         if not (_is_count(c) or isinstance(c, np.integer)) or int(c) < 0:
             raise ValueError(f"round {i + 1}: trials must be an integer >= 0, got {c!r}")
         if w is None:
             if math.isfinite(prev):
                 raise ValueError(f"round {i + 1}: weighted total None after a valid one")
+            totals.append(None)
             continue
-        w = float(w)
+        w = _real(w, f"round {i + 1}: weighted total")
         if not (math.isfinite(w) and w > 0):
             raise ValueError(f"round {i + 1}: weighted total must be a positive number of seconds, got {w!r}")
         if w > prev:
             raise ValueError(f"round {i + 1}: weighted total rose from {prev} to {w} s; bests never rise")
+        totals.append(w)
         prev = w
-    final = weighted_totals[-1]
+    final = totals[-1]
     if final is None:
         raise ValueError("no round gave every task a valid latency: no final latency to keep")
-    final = float(final)
-    total_j = float(sum(float(j) for j in joules))
-    for r, w in enumerate(weighted_totals, start=1):
-        if w is not None and float(w) <= final * (1.0 + tol):
-            spent = float(sum(float(j) for j in joules[:r]))
+    try:
+        total_j = math.fsum(energy)
+    except OverflowError:
+        total_j = INF
+    if not math.isfinite(total_j):
+        raise ValueError(f"the rounds' joules sum to {total_j}, not a finite energy")
+    for r, w in enumerate(totals, start=1):
+        if w is not None and w <= final * (1.0 + tol):
             return OracleStop(r, int(sum(int(c) for c in trials[:r])),
-                              spent / total_j if total_j > 0 else None, final, float(w))
+                              math.fsum(energy[:r]) / total_j if total_j > 0 else None, final, w)
     raise AssertionError("unreachable: the last round is always within the tolerance")  # pragma: no cover

@@ -556,6 +556,14 @@ def test_oracle_stop_is_the_first_round_within_the_tolerance(totals, joules, tol
     ([2.0], [1.0], [True], 0.03, "trials"),
     ([2.0], [1.0], [16], -0.1, "tolerance"),
     ([2.0], [1.0], [16], math.nan, "tolerance"),
+    ([2.0], [1.0], [16], 3, r"fraction in \[0, 1\)"),  # 3 meant as 3 %
+    ([2.0], [1.0], [16], "0.03", "tolerance must be a number"),
+    ([2.0], [1.0], [16], True, "tolerance must be a number"),
+    (["3", "2"], [1.0, 1.0], [16, 16], 0.03, "weighted total must be a number"),
+    ([True], [1.0], [16], 0.03, "weighted total must be a number"),
+    ([2.0], ["1"], [16], 0.03, "joules must be a number"),
+    ([2.0], [None], [16], 0.03, "joules must be a number"),
+    ([3.0, 2.0], [1.7e308, 1.7e308], [16, 16], 0.03, "sum to inf"),
 ])
 def test_oracle_stop_rejects_bad_input(totals, joules, trials, tol, match):
     with pytest.raises(ValueError, match=match):
