@@ -436,7 +436,9 @@ class ReplayResult:
     was preempted, or None; skipped_rounds: recorded rounds of already preempted tasks that the
     replay left out (always 0 with one task); task_trials: per task, candidates in the kept
     rounds (a prefix of that task's recorded candidates, since a task's rounds after its
-    preemption are all left out).
+    preemption are all left out); weighted_total_s: ``sum_i weight_i * best_i`` (seconds) over
+    the kept rounds, the latency the rules would have ended with, or None while a task had no
+    valid best by then.
     """
 
     rounds: int
@@ -446,6 +448,7 @@ class ReplayResult:
     preempted_at: list
     skipped_rounds: int
     task_trials: list
+    weighted_total_s: Optional[float] = None
 
 
 def replay_rounds(recorded: Sequence[tuple], n_tasks: int, weights: Sequence[float],
@@ -495,7 +498,7 @@ def replay_rounds(recorded: Sequence[tuple], n_tasks: int, weights: Sequence[flo
     for r in st.rounds:
         task_trials[r.task_id] += len(r.latencies)
     return ReplayResult(len(st.rounds), st.n_candidates, sum(r.joules for r in st.rounds), reason,
-                        list(st.preempted_at), skipped, task_trials)
+                        list(st.preempted_at), skipped, task_trials, st.weighted_total())
 
 
 @dataclass(frozen=True)

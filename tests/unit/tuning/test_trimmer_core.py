@@ -484,6 +484,35 @@ def test_replay_skips_rounds_of_preempted_tasks():
     assert res.task_trials == [2, 3]
     assert res.preempted_at == [3, 5]
     assert res.stop_reason == "all-preempted"
+    # ends with t0 best 5 (its skipped [1.0] does not count) and t1 best 3: 1*5 + 1*3
+    assert res.weighted_total_s == 8.0
+
+
+@pytest.mark.parametrize(
+    "history, patience, expected_rounds, expected_total",
+    [
+        # HISTORY_A: patience 2 stops after r4 with best 4.0; patience 3 after r8 with best 3.9
+        (HISTORY_A, 2, 4, 4.0),
+        (HISTORY_A, 3, 8, 3.9),
+        # a late gain that only a patient rule keeps: stale r2, r3; r4 halves the best
+        ([[6.0], [6.0], [6.0], [3.0]], 2, 3, 6.0),
+        ([[6.0], [6.0], [6.0], [3.0]], 3, 4, 3.0),
+    ],
+)
+def test_replay_reports_the_latency_its_rules_end_with(history, patience, expected_rounds, expected_total):
+    # weight 2: the reported total is weight * best, not the best alone
+    res = replay_rounds(_rounds(history), 1, [2.0], TrimmerConfig(patience=patience, min_rel_improvement=0.0,
+                                                                   preempt_warmup=0))
+    assert res.rounds == expected_rounds
+    assert res.weighted_total_s == pytest.approx(2.0 * expected_total)
+
+
+def test_replay_total_is_none_while_a_task_has_no_valid_best():
+    # t1 is never measured validly (a failure, then nothing): no total can be given
+    res = replay_rounds([(0, [5.0], 1.0), (1, [None], 1.0)], 2, [1.0, 1.0],
+                        TrimmerConfig(patience=5, min_rel_improvement=0.0, preempt_warmup=0))
+    assert res.weighted_total_s is None
+    assert replay_rounds([], 1, [1.0], TrimmerConfig()).weighted_total_s is None
 
 
 @pytest.mark.parametrize("bad", [3, -1, 0.9, True, "0"])
