@@ -91,6 +91,12 @@ oracle_energy_ratio, oracle_rounds, oracle_trials
                only stops can save on that trajectory at the latency target: above 0.7, no such
                rule meets both targets on it, only a better search (the filter) can. With several
                tasks per-task preemption can save more than it.
+replay_patience_sweep
+               the replay again with ``--patience`` 2, 3, 4, 5, 6 and 8 (everything else the same,
+               so the model-level window moves with it), as ``patience:energy/latency``: the
+               replay's energy ratio and its in-tuning weighted latency over the baseline's final
+               in-tuning one (not re-measured). The trade-off a patience setting buys on this
+               trajectory, free of search luck; the JSON has rounds and stop reasons too.
 
 Trimmer runs with its defaults (model-level window patience x tasks, 1 %, exploration floor
 0.1, oversample 2, filter warm-up 100) except three that come from flags: ``--patience``
@@ -244,8 +250,8 @@ def run_one(kind: str, subset, target: dict, args, work_dir: str, seed: int) -> 
     rep = sched.report() if kind == "trimmer" else ledger.state.report()
     replay = oracle = None
     if kind != "trimmer":
-        rp = replay_rounds([(r["task_id"], r["latencies_s"], r["joules"], r["seconds"]) for r in rep["rounds"]], n, weights,
-                           config_from_options(options))
+        recorded = [(r["task_id"], r["latencies_s"], r["joules"], r["seconds"]) for r in rep["rounds"]]
+        rp = replay_rounds(recorded, n, weights, config_from_options(options))
         replay = {"rounds": rp.rounds, "trials": rp.trials, "task_trials": rp.task_trials, "joules": rp.joules,
                   "ledger_joules": rep["joules"], "stop_reason": rp.stop_reason, "preempted_at": rp.preempted_at,
                   "skipped_rounds": rp.skipped_rounds}
@@ -253,6 +259,16 @@ def run_one(kind: str, subset, target: dict, args, work_dir: str, seed: int) -> 
         orc = oracle_stop([r["weighted_total_s"] for r in rep["rounds"]], [r["joules"] for r in rep["rounds"]],
                           [r["n_candidates"] for r in rep["rounds"]], ORACLE_TOLERANCE)
         oracle = {"rounds": orc.rounds, "trials": orc.trials, "energy_ratio": orc.energy_share}
+        # the same rules at other patiences, on the same trajectory: the energy/latency trade-off
+        # an operator buys with --patience (in-tuning latencies; no re-measurement)
+        sweep = []
+        for p in PATIENCE_SWEEP:
+            sp = replay_rounds(recorded, n, weights, config_from_options({**options, "patience": p}))
+            sweep.append({"patience": p, "rounds": sp.rounds, "trials": sp.trials, "stop_reason": sp.stop_reason,
+                          "energy_ratio": sp.joules / rep["joules"] if rep["joules"] > 0 else None,
+                          "tuning_latency_ratio": (sp.weighted_total_s / rep["weighted_total_s"]
+                                                   if sp.weighted_total_s and rep["weighted_total_s"] else None)})
+        replay["patience_sweep"] = sweep
     return {
         "scheduler": kind,
         "joules": r1.joules - r0.joules,
@@ -398,6 +414,12 @@ def remeasure(arms: dict[str, dict], tasks: dict[str, dict], target: dict, args)
 # the re-measurement's estimator: the lower quartile of the repeats (see "latency_ratio" in the module doc)
 ESTIMATOR = "p25_s"
 ORACLE_TOLERANCE = 0.03  # the issue's "final latency within 3 %", for oracle_* (see the module doc)
+PATIENCE_SWEEP = (2, 3, 4, 5, 6, 8)  # patiences replayed on the baseline's rounds (replay_patience_sweep)
+
+
+def _fmt(x: Optional[float]) -> str:
+    """A ratio for the CSV's compact columns: 3 decimals, or "-" when there is none."""
+    return "-" if x is None else f"{x:.3f}"
 
 
 def replay_latency(lat: dict, tasks: dict[str, dict]) -> dict:
@@ -582,6 +604,10 @@ def main() -> None:
                 "remeasure_noise_ratio": rpl["noise_ratio"], "remeasure_noise_ratio_median": rpl["noise_ratio_median"],
                 "oracle_rounds": b["oracle"]["rounds"], "oracle_trials": b["oracle"]["trials"],
                 "oracle_energy_ratio": b["oracle"]["energy_ratio"],
+                # patience: replay energy ratio / in-tuning latency ratio, on the baseline's rounds
+                "replay_patience_sweep": " ".join(
+                    f"{q['patience']}:{_fmt(q['energy_ratio'])}/{_fmt(q['tuning_latency_ratio'])}"
+                    for q in rp["patience_sweep"]),
                 "energy_source": b["energy_source"], "energy_measured": b["energy_measured"],
             })
             details.append({"model": model, "seed": seed, "per_task": per_task, "baseline": b, "trimmer": t,
@@ -595,7 +621,7 @@ def main() -> None:
         "baseline_non_contributing_share", "trimmer_non_contributing_share", "trimmer_preempted_at_round",
         "trimmer_stop_reason", "trimmer_stop_round", "replay_trials", "replay_stop_reason", "replay_energy_ratio",
         "replay_latency_ratio", "replay_same_kernels", "oracle_rounds", "oracle_trials", "oracle_energy_ratio",
-        "latency_ratio_median",
+        "latency_ratio_median", "replay_patience_sweep",
         "remeasure_noise_ratio", "remeasure_noise_ratio_median")
     summary = {
         "bench": "tuning_energy", "target": target, "runner": args.runner, "tasks_per_model": args.tasks,
