@@ -92,7 +92,8 @@ class TuningParameters(serializers.Serializer):
             from .services import default_num_threads
 
             try:
-                validate_options(attrs["options"], attrs.get("num_threads") or default_num_threads())
+                validate_options(attrs["options"], attrs.get("num_threads") or default_num_threads(),
+                                 scheduler=attrs.get("scheduler", "gradient"))
             except ValueError as err:
                 raise serializers.ValidationError({"options": str(err)}) from None
         if attrs.get("seed_database"):

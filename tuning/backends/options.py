@@ -41,13 +41,23 @@ def _non_finite(value: Any, path: str) -> str | None:
     return None
 
 
-def validate_options(options: Any, num_threads: int) -> None:
+def trimmer_only_option_names() -> list[str]:
+    """Top-level names only scheduler ``"trimmer"`` reads (sorted): Trimmer's fields that no
+    built-in component shares (``alpha`` is the gradient scheduler's too), and ``"trimmer"``."""
+    from tuning.core.trimmer import TrimmerConfig
+
+    return sorted((set(TrimmerConfig.__dataclass_fields__) - set(_LOCAL_AND_GRADIENT)) | {"trimmer"})
+
+
+def validate_options(options: Any, num_threads: int, scheduler: str | None = None) -> None:
     """Check a tuning's ``options`` dict; ``num_threads`` is the tuning's thread count (DOPpler
-    splits the cores into measurement slots of that size).
+    splits the cores into measurement slots of that size); ``scheduler``: the tuning's task
+    scheduler name, or None to skip the check below.
 
     Raises ``ValueError`` with a message naming the option on: a non-dict, a NaN or infinite
     number, an unknown top-level name (flat names belong to the local runner, the gradient
-    scheduler or Trimmer; DOPpler's go under ``"doppler"``), or a value a component rejects."""
+    scheduler or Trimmer; DOPpler's go under ``"doppler"``), a Trimmer-only option with another
+    ``scheduler`` (it would be stored and silently ignored), or a value a component rejects."""
     from tuning.backends.doppler import engine_settings
     from tuning.backends.trimmer import config_from_options
 
@@ -60,6 +70,11 @@ def validate_options(options: Any, num_threads: int) -> None:
     unknown = sorted(set(options) - set(known))
     if unknown:
         raise ValueError(f"unknown option(s) {unknown} (DOPpler settings go under 'doppler'); known: {known}")
+    if scheduler is not None and scheduler != "trimmer":
+        misplaced = sorted(set(options) & set(trimmer_only_option_names()))
+        if misplaced:
+            raise ValueError(f"option(s) {misplaced} apply to scheduler 'trimmer' only; this tuning uses "
+                             f"{scheduler!r} (add --scheduler trimmer / \"scheduler\": \"trimmer\", or drop them)")
     if "doppler" in options:  # (the environment's TANDEM_DOPPLER_DEVICES is checked when the engine starts)
         engine_settings(options["doppler"], num_threads)
     try:

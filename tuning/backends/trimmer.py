@@ -394,8 +394,8 @@ def config_from_options(options: dict) -> TrimmerConfig:
     checked either way. Raises ValueError on a bad value."""
     fields = set(TrimmerConfig.__dataclass_fields__)
     merged = {k: v for k, v in options.items() if k in fields}
-    sub = options.get("trimmer") or {}
-    if not isinstance(sub, dict):
+    sub = options.get("trimmer", {})
+    if not isinstance(sub, dict):  # 0, false, null or a list are not "no sub-options"
         raise ValueError(f"options['trimmer'] must be a dict, got {type(sub).__name__}")
     if merged and set(merged) & set(sub):
         # a top-level value the sub-dict overrides is still stored with the tuning: check it too

@@ -50,6 +50,25 @@ def _is_count(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+# MetaSchedule counts trials and rounds in 32-bit C++ ints: a larger count would pass here and
+# fail inside TVM on the worker, minutes after the tuning was stored.
+MAX_COUNT = 2**31 - 1
+# The filter's pool (oversample x batch) is drawn from one evolutionary population (512 by
+# default); asking for more than 64 times the batch cannot add better-ranked candidates.
+MAX_OVERSAMPLE = 64
+
+
+def _check_number(name: str, value, optional: bool = False) -> None:
+    """ValueError naming ``name`` unless ``value`` is a finite real number (int or float, not a
+    bool: JSON ``true`` is not 1) or, with ``optional``, None."""
+    if value is None and optional:
+        return
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be a number{' or null' if optional else ''}, got {value!r}")
+    if not math.isfinite(float(value)):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+
+
 @dataclass(frozen=True)
 class TrimmerConfig:
     """Thresholds of the Trimmer rules.
@@ -71,7 +90,7 @@ class TrimmerConfig:
     exploration_floor: fraction of each batch the candidate filter keeps for cost-model-poor
         candidates drawn at random, so the search does not collapse (0..1).
     oversample: how many times the batch size the search strategy is asked for, so the filter
-        has better-ranked candidates to replace poor ones with (>= 1; 1 disables filtering).
+        has better-ranked candidates to replace poor ones with (1..64; 1 disables filtering).
     filter_warmup: candidates the whole run must have measured before the filter trusts the
         cost model (default 100 = MetaSchedule XGBModel's ``num_warmup_samples``, below which its
         predictions are random numbers).
@@ -80,7 +99,9 @@ class TrimmerConfig:
         window to start (default 100, the same warm-up; 0 judges every round, the paper's rule).
         An improving round resets the count either way.
 
-    Raises ValueError on out-of-range values.
+    Raises ValueError on out-of-range values, on a non-number (a string, a bool, or None where
+    None has no meaning) or non-finite number, and on counts above 2**31 - 1 (MetaSchedule's
+    32-bit counters).
     """
 
     patience: int = 3
@@ -97,6 +118,17 @@ class TrimmerConfig:
     preempt_warmup: int = 100
 
     def __post_init__(self) -> None:
+        for name in ("min_task_improvement", "min_rel_improvement", "alpha", "exploration_floor"):
+            _check_number(name, getattr(self, name))
+        for name in ("energy_budget_j", "time_budget_s"):
+            _check_number(name, getattr(self, name), optional=True)
+        for name in ("patience", "window", "grad_window", "filter_warmup", "preempt_warmup"):
+            v = getattr(self, name)
+            if _is_count(v) and v > MAX_COUNT:
+                raise ValueError(f"{name} must be at most {MAX_COUNT} (MetaSchedule counts in 32-bit integers), got {v!r}")
+        if _is_count(self.oversample) and self.oversample > MAX_OVERSAMPLE:
+            raise ValueError(f"oversample must be at most {MAX_OVERSAMPLE} (the pool is drawn from one evolutionary "
+                             f"population), got {self.oversample!r}")
         if not _is_count(self.patience) or self.patience < 1:
             raise ValueError(f"patience must be an integer >= 1, got {self.patience!r}")
         if not 0.0 <= self.min_task_improvement < 1.0:

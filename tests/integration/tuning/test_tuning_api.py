@@ -37,9 +37,23 @@ def api(user):
         ({"onnx": "onnx-light-models/missing.onnx"}, "onnx", "no ONNX model"),
         ({"model": "mlp", "trials": 0}, "trials", ""),
         ({"model": "mlp", "seed_database": "never-imported"}, "seed_database", "no imported database"),
-        ({"model": "mlp", "options": {"min_task_improvement": -1}}, "options", "min_task_improvement"),
-        ({"model": "mlp", "options": {"min_task_improvement": "abc"}}, "options", "Trimmer options"),
-        ({"model": "mlp", "options": {"preempt_warmup": -5}}, "options", "preempt_warmup must be an integer"),
+        ({"model": "mlp", "scheduler": "trimmer", "options": {"min_task_improvement": -1}}, "options",
+         "min_task_improvement"),
+        ({"model": "mlp", "scheduler": "trimmer", "options": {"min_task_improvement": "abc"}}, "options",
+         "min_task_improvement must be a number"),
+        ({"model": "mlp", "scheduler": "trimmer", "options": {"exploration_floor": True}}, "options",
+         "exploration_floor must be a number"),
+        ({"model": "mlp", "scheduler": "trimmer", "options": {"preempt_warmup": -5}}, "options",
+         "preempt_warmup must be an integer"),
+        # passed validation, then failed in TVM on the worker (a 64-bit int where C++ wants 32)
+        ({"model": "mlp", "scheduler": "trimmer", "options": {"oversample": 10**19}}, "options",
+         "oversample must be at most 64"),
+        ({"model": "mlp", "scheduler": "trimmer", "options": {"trimmer": 0}}, "options",
+         "options['trimmer'] must be a dict"),
+        # Trimmer's options with another scheduler would be stored and silently ignored
+        ({"model": "mlp", "options": {"patience": 2}}, "options", "apply to scheduler 'trimmer' only"),
+        ({"model": "mlp", "scheduler": "round-robin", "options": {"trimmer": {"patience": 2}}}, "options",
+         "apply to scheduler 'trimmer' only"),
         ({"model": "mlp", "options": {"doppler": {"min_repeats": 0}}}, "options", "min_repeats"),
         ({"model": "mlp", "options": {"doppler": {"min_repeats": "abc"}}}, "options", "DOPpler options"),
         ({"model": "mlp", "options": {"doppler": "notadict"}}, "options", "must be an object of DOPpler settings"),
@@ -104,3 +118,18 @@ def test_database_from_another_target_is_refused(user, settings, tmp_path):
     assert done.state == State.FAILED
     assert "TargetMismatch" in done.error and "'metal' vs requested 'llvm'" in done.error
     assert not (tmp_path / "tuning" / f"exp-{exp.pk}" / "database_tuning_record.json").exists()
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        # alpha is the gradient scheduler's option too; builder_workers the local runner's
+        {"model": "mlp", "scheduler": "gradient", "options": {"alpha": 0.3, "builder_workers": 1}},
+        {"model": "mlp", "scheduler": "trimmer", "options": {"patience": 2, "oversample": 64, "trimmer": {}}},
+    ],
+)
+def test_options_a_scheduler_reads_are_accepted(api, params):
+    resp = api.post("/api/v1/experiments/", {"kind": "tuning", "parameters": params}, format="json")
+    assert resp.status_code == 201, resp.content
+    stored = Experiment.objects.get()
+    assert stored.parameters["options"] == params["options"]

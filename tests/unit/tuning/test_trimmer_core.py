@@ -188,11 +188,34 @@ def test_choose_task_gradient_rule(histories, weights, alive, expected):
         {"grad_window": True},
         {"oversample": True},
         {"filter_warmup": False},
+        # numbers that are not numbers: no raw TypeError, and JSON true/false is not 1/0
+        {"min_task_improvement": "abc"},
+        {"exploration_floor": None},
+        {"exploration_floor": True},
+        {"alpha": False},
+        {"energy_budget_j": True},
+        {"energy_budget_j": "5"},
+        {"time_budget_s": float("nan")},
+        {"min_rel_improvement": float("inf")},
+        # counts that MetaSchedule's 32-bit ints cannot hold (passed, then failed on the worker)
+        {"patience": 2**31},
+        {"window": 10**30},
+        {"filter_warmup": 10**30},
+        {"preempt_warmup": 2**31},
+        {"oversample": 65},
+        {"oversample": 10**19},
     ],
 )
 def test_config_rejects_bad_values(kwargs):
-    with pytest.raises(ValueError):
+    (name,) = kwargs  # the message names the option
+    with pytest.raises(ValueError, match=name):
         TrimmerConfig(**kwargs)
+
+
+def test_config_accepts_the_limits():
+    cfg = TrimmerConfig(patience=2**31 - 1, window=2**31 - 1, oversample=64, alpha=0, exploration_floor=1,
+                        energy_budget_j=None, time_budget_s=np.float64(2.5), min_task_improvement=np.float32(0.01))
+    assert (cfg.patience, cfg.oversample, cfg.alpha) == (2**31 - 1, 64, 0)
 
 
 def test_from_options_rejects_unknown_names():
