@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import sys
 
 from django.contrib.auth import get_user_model
@@ -26,17 +27,53 @@ from webapp.states import State
 
 
 class TqdmReporter(ProgressReporter):
-    """Progress reporter that also drives a tqdm bar."""
+    """Progress reporter that also drives a tqdm bar, and ends the run at its next report once
+    the process got SIGTERM or SIGINT (see :func:`_signals_stop_at_next_report`)."""
 
     def __init__(self, experiment: Experiment, bar: tqdm) -> None:
         super().__init__(experiment)
         self.bar = bar
+        self.terminated_by: str | None = None  # a signal's name, set by its handler
 
     def report(self, percent: float, message: str = "") -> None:
         super().report(percent, message)
         self.bar.n = int(max(0, min(100, round(percent))))
         self.bar.set_postfix_str(message[:60], refresh=False)
         self.bar.refresh()
+        if self.terminated_by:
+            raise ExperimentCancelled(f"experiment {self.experiment.pk} stopped by {self.terminated_by}")
+
+
+# what a second signal of the same kind does: Ctrl-C raises KeyboardInterrupt, SIGTERM kills
+_SECOND = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
+
+
+@contextlib.contextmanager
+def _signals_stop_at_next_report(reporter: TqdmReporter):
+    """While active, a first SIGTERM (``kill``, a service manager) or SIGINT (Ctrl-C) makes
+    ``reporter`` raise ``ExperimentCancelled`` at its next report, the point where a cancel from
+    the API stops a tuning too (after the running round is mirrored; TVM unwinds its loop
+    cleanly from there, whereas an exception raised by a signal handler at an arbitrary point
+    inside TVM's loop crashed the process with a segfault). The experiment then ends
+    ``cancelled`` with the signal named instead of staying ``running`` with nobody running it.
+    The same signal again acts at once (Ctrl-C: KeyboardInterrupt; SIGTERM: terminate). Does
+    nothing outside the main thread, where signals cannot be handled."""
+    def _note(signum, frame):
+        sig = signal.Signals(signum)
+        reporter.terminated_by = sig.name
+        signal.signal(sig, _SECOND[sig])
+        print(f"{sig.name}: stopping after the running round (send it again to stop now)", file=sys.stderr, flush=True)
+
+    try:
+        previous = {sig: signal.signal(sig, _note) for sig in _SECOND}
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class Command(BaseCommand):
@@ -122,8 +159,9 @@ class Command(BaseCommand):
         bar = tqdm(total=100, desc=f"tuning experiment {exp.pk}", unit="%", file=sys.stderr, disable=None)
         try:
             # MetaSchedule logs to stdout; keep stdout for the summary (--json: one JSON object)
-            with contextlib.redirect_stdout(sys.stderr):
-                result = tuning_experiment_run(exp, TqdmReporter(exp, bar))
+            reporter = TqdmReporter(exp, bar)
+            with contextlib.redirect_stdout(sys.stderr), _signals_stop_at_next_report(reporter):
+                result = tuning_experiment_run(exp, reporter)
         except (Exception, KeyboardInterrupt, ExperimentCancelled) as err:
             bar.close()
             exp.refresh_from_db()
