@@ -27,4 +27,4 @@ test: $(STAMP)
 # run every engine's demo step, then serve http://127.0.0.1:8000 and a worker until Ctrl-C.
 # Embedded defaults: SQLite and the filesystem broker under var/, no services needed.
 demo: $(STAMP)
-	$(BIN)/python manage.py demo
+	$(BIN)/python manage.py demo $(DEMO_ARGS)

@@ -509,13 +509,16 @@ def main() -> None:
     if args.remeasure_child:
         _remeasure_child(args.remeasure_child)
         return
-    for name in ("tasks", "rounds", "batch", "patience", "threads", "search_threads", "repeats"):
+    for name in ("tasks", "rounds", "batch", "patience", "threads", "search_threads", "repeats", "builder_workers",
+                 "min_repeat_ms"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be >= 1")
     if not 0.0 <= args.min_task_improvement < 1.0:
         ap.error("--min-task-improvement must be in [0, 1)")
     if args.preempt_warmup < 0:
         ap.error("--preempt-warmup must be >= 0")
+    if not (math.isfinite(args.build_timeout) and args.build_timeout > 0):
+        ap.error("--build-timeout must be > 0 seconds")
     seeds = (parse_seeds(ap, args.seeds) if args.seeds is not None else parse_seeds(ap, str(args.seed), "--seed"))
     from _args import check_out_path, check_torchvision_models
     from tuning.backends.registry import runner_names
@@ -591,7 +594,8 @@ def main() -> None:
                 "baseline_rounds": b["rounds"], "trimmer_rounds": t["rounds"],
                 "baseline_non_contributing_share": b["non_contributing_share"],
                 "trimmer_non_contributing_share": t["non_contributing_share"],
-                "trimmer_preempted_at_round": " ".join(str(p) for p in t["preempted_at_round"]),
+                # per task, space-separated; "-" for a task that was not preempted
+                "trimmer_preempted_at_round": " ".join("-" if p is None else str(p) for p in t["preempted_at_round"]),
                 "trimmer_stop_reason": t["stop_reason"], "trimmer_stop_round": t["stop_round"],
                 # Trimmer's rules replayed on the baseline's trajectory (no search variance)
                 "replay_rounds": rp["rounds"], "replay_trials": rp["trials"], "replay_stop_reason": rp["stop_reason"],
