@@ -53,8 +53,9 @@ def _is_count(v) -> bool:
 # MetaSchedule counts trials and rounds in 32-bit C++ ints: a larger count would pass here and
 # fail inside TVM on the worker, minutes after the tuning was stored.
 MAX_COUNT = 2**31 - 1
-# The filter's pool (oversample x batch) is drawn from one evolutionary population (512 by
-# default); asking for more than 64 times the batch cannot add better-ranked candidates.
+# A cap far above any useful value: the filter's pool (oversample x batch) is drawn from one
+# evolutionary population (512 by default), and oversample multiplies the trial budget that
+# MetaSchedule holds in a 32-bit int (the inner strategy is asked for oversample x max_trials).
 MAX_OVERSAMPLE = 64
 
 
@@ -127,8 +128,8 @@ class TrimmerConfig:
             if _is_count(v) and v > MAX_COUNT:
                 raise ValueError(f"{name} must be at most {MAX_COUNT} (MetaSchedule counts in 32-bit integers), got {v!r}")
         if _is_count(self.oversample) and self.oversample > MAX_OVERSAMPLE:
-            raise ValueError(f"oversample must be at most {MAX_OVERSAMPLE} (the pool is drawn from one evolutionary "
-                             f"population), got {self.oversample!r}")
+            raise ValueError(f"oversample must be at most {MAX_OVERSAMPLE} (the pool is oversample x batch candidates "
+                             f"of one evolutionary population), got {self.oversample!r}")
         if not _is_count(self.patience) or self.patience < 1:
             raise ValueError(f"patience must be an integer >= 1, got {self.patience!r}")
         if not 0.0 <= self.min_task_improvement < 1.0:
