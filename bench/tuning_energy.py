@@ -107,8 +107,8 @@ must lower its task's best by more than 1 % to reset the patience count; the in-
 this shared machine differ from a quiet re-measurement by several per cent, so smaller
 "improvements" are noise).
 
-Usage (long: about 85 minutes per seed for both models at 32 rounds and 1 search thread, on this
-machine in 2026-12; run it alone, or under the shared benchmark lock
+Usage (long: 53-85 minutes per seed for both models at 32 rounds and 1 search thread, on this
+machine's 2-vCPU AMD and Intel VMs in 2026-12; run it alone, or under the shared benchmark lock
 ``flock /tmp/tandem-bench.lock``, as other load changes the measurements):
   flock /tmp/tandem-bench.lock python bench/tuning_energy.py \
       --models resnet18,mobilenet_v2 --tasks 1 --rounds 32 --batch 16 --seeds 0,1
@@ -447,6 +447,8 @@ def replay_latency(lat: dict, tasks: dict[str, dict]) -> dict:
 
     return {"weighted_s": weighted, "task_s": task_s, "same": same,
             "noise_ratio": noise(ESTIMATOR), "noise_ratio_median": noise("median_s")}
+
+
 MAX_SEED = 2**31 - 1024  # task i is tuned with rand_state seed + i; TVM seeds are 31-bit
 
 
