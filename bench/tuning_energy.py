@@ -98,6 +98,22 @@ replay_patience_sweep
                in-tuning one (not re-measured). The trade-off a patience setting buys on this
                trajectory, free of search luck; the JSON has rounds and stop reasons too.
 
+Modes (``--mode``)
+-----------------
+compare   (default) the benchmark: the baseline, then Trimmer, then the re-measurement of both
+          and of the replay arm; every figure above.
+baseline  the baseline alone (about half the time): its replay, oracle and patience sweep, the
+          figures that need only the baseline's trajectory, to gather many trajectories cheaply
+          before choosing ``--patience`` / ``--preempt-warmup``.
+aa        the baseline twice with the same seed (an A/A test), side by side like ``compare``:
+          ``aa_energy_ratio``, ``aa_wall_ratio``, ``aa_latency_ratio`` (re-measured, second run
+          over first), ``aa_tuning_latency_ratio`` and ``aa_first_round_same``: how far one
+          scheduler's final latency moves between two runs of one seed, the floor under any
+          single run's ``latency_ratio``. Both runs' trajectories are replayed and swept.
+Every mode reports ``*_first_round_same``: how many of an arm's first ``--batch`` records have
+the baseline's first-round traces (instructions and sampling decisions), so "the same first
+round" is checked on every run, not assumed.
+
 Trimmer runs with its defaults (model-level window patience x tasks, 1 %, exploration floor
 0.1, oversample 2, filter warm-up 100) except three that come from flags: ``--patience``
 (default 3, the reference implementation's), ``--preempt-warmup`` (default 100 candidates before
@@ -415,6 +431,37 @@ def remeasure(arms: dict[str, dict], tasks: dict[str, dict], target: dict, args)
 ESTIMATOR = "p25_s"
 ORACLE_TOLERANCE = 0.03  # the issue's "final latency within 3 %", for oracle_* (see the module doc)
 PATIENCE_SWEEP = (2, 3, 4, 5, 6, 8)  # patiences replayed on the baseline's rounds (replay_patience_sweep)
+# the arms each --mode tunes, in order ("gradient" first: the replay, oracle and ratios refer to it)
+ARMS = {"compare": ("gradient", "trimmer"), "baseline": ("gradient",), "aa": ("gradient", "gradient_aa")}
+ARM_SCHEDULER = {"gradient": "gradient", "trimmer": "trimmer", "gradient_aa": "gradient"}
+DETAIL_NAME = {"trimmer": "trimmer", "gradient_aa": "baseline_aa"}  # the JSON's name for an arm's raw result
+
+
+def first_round_traces(work_dir: str, batch: int) -> list[str]:
+    """The first ``batch`` tuning records of ``work_dir``'s database (commit order: the first
+    round of a one-task run) as short digests of their traces (instructions and sampling
+    decisions, postprocessing removed), to count how many candidates two arms shared."""
+    import hashlib
+
+    return [hashlib.sha1(json.dumps(rec.trace.as_json(remove_postproc=True), default=str).encode()).hexdigest()[:12]
+            for rec in records_in_commit_order(work_dir)[:batch]]
+
+
+def same_count(a: list[str], b: list[str]) -> int:
+    """How many entries of ``b`` also occur in ``a`` (as multisets: a repeated trace counts as
+    often as both lists hold it)."""
+    left = list(a)
+    n = 0
+    for x in b:
+        if x in left:
+            left.remove(x)
+            n += 1
+    return n
+
+
+def sweep_text(sweep: list[dict]) -> str:
+    """A patience sweep as ``"2:0.228/1.249 3:..."`` (patience:energy ratio/in-tuning latency ratio)."""
+    return " ".join(f"{q['patience']}:{_fmt(q['energy_ratio'])}/{_fmt(q['tuning_latency_ratio'])}" for q in sweep)
 
 
 def _fmt(x: Optional[float]) -> str:
@@ -492,6 +539,10 @@ def main() -> None:
                          "and before the model-level window starts (default 100 = XGBoost's warm-up; "
                          "0 = the paper's rule)")
     ap.add_argument("--runner", default="doppler", help="registry runner used by BOTH arms")
+    ap.add_argument("--mode", choices=sorted(ARMS), default="compare",
+                    help="compare: baseline against Trimmer (the benchmark); baseline: the baseline alone, for "
+                         "its replay, oracle and patience sweep (half the time); aa: the baseline twice with the "
+                         "same seed, side by side: the run-to-run spread of one scheduler (see 'Modes')")
     seed_group = ap.add_mutually_exclusive_group()
     seed_group.add_argument("--seeds", default=None, help="comma-separated seeds; every model is run once per "
                                                           "seed (default: --seed)")
@@ -546,59 +597,47 @@ def main() -> None:
         for model in models:
             subset, tasks = subsets[model]
             keys = list(tasks)
-            res, dirs = {}, {}
+            res, dirs, first = {}, {}, {}
             try:
-                for kind in ("gradient", "trimmer"):
-                    dirs[kind] = tempfile.mkdtemp(prefix=f"bench-{model}-{kind}-")
-                    res[kind] = run_one(kind, subset, target, args, dirs[kind], seed)
-                    print(f"# {model} seed {seed} {kind}: {json.dumps(res[kind])}", file=sys.stderr, flush=True)
+                for arm in ARMS[args.mode]:
+                    kind = ARM_SCHEDULER[arm]
+                    dirs[arm] = tempfile.mkdtemp(prefix=f"bench-{model}-{arm}-")
+                    res[arm] = run_one(kind, subset, target, args, dirs[arm], seed)
+                    first[arm] = first_round_traces(dirs[arm], args.batch)
+                    print(f"# {model} seed {seed} {arm}: {json.dumps(res[arm])}", file=sys.stderr, flush=True)
                 rp = res["gradient"]["replay"]
                 # the replay arm: the baseline's own records, each task cut where Trimmer's rules
                 # would have stopped it on the baseline's trajectory
                 limits = {k: rp["task_trials"][i] for i, k in enumerate(keys)}
-                arms = {"gradient": {"work_dir": dirs["gradient"]}, "trimmer": {"work_dir": dirs["trimmer"]},
-                        # the replay reads the baseline's database: replay_latency compares record indices
-                        "replay": {"work_dir": dirs["gradient"], "limits": limits}}
+                arms = {arm: {"work_dir": d} for arm, d in dirs.items()}
+                # the replay reads the baseline's database: replay_latency compares record indices
+                arms["replay"] = {"work_dir": dirs["gradient"], "limits": limits}
                 lat = remeasure(arms, tasks, target, args)
             finally:
                 for d in dirs.values():
                     shutil.rmtree(d, ignore_errors=True)
             print(f"# {model} seed {seed} re-measured: {json.dumps(lat)}", file=sys.stderr, flush=True)
-            b, t = res["gradient"], res["trimmer"]
+            b = res["gradient"]
             rpl = replay_latency(lat, tasks)
             per_task = [{
                 "task": tasks[k]["name"], "weight": tasks[k]["weight"], "mflop": tasks[k]["mflop"],
-                "baseline_rounds": b["task_rounds"][i], "trimmer_rounds": t["task_rounds"][i],
-                "trimmer_preempted_at_round": t["preempted_at_round"][i],
-                "trimmer_filter_batches": t["filter_batches"][i],
+                "baseline_rounds": b["task_rounds"][i],
                 "replay_trials": rp["task_trials"][i], "replay_preempted_at_round": rp["preempted_at"][i],
-                "baseline_best_s": lat["gradient"][k][ESTIMATOR], "trimmer_best_s": lat["trimmer"][k][ESTIMATOR],
+                "baseline_best_s": lat["gradient"][k][ESTIMATOR],
                 "replay_best_s": rpl["task_s"][k], "replay_same_kernel": rpl["same"][k],
                 "baseline_best_median_s": lat["gradient"][k]["median_s"],
-                "trimmer_best_median_s": lat["trimmer"][k]["median_s"],
                 "baseline_best_tuning_s": lat["gradient"][k]["tuning_s"],
-                "trimmer_best_tuning_s": lat["trimmer"][k]["tuning_s"],
                 "replay_best_tuning_s": (lat["replay"].get(k) or {}).get("tuning_s"),
             } for i, k in enumerate(keys)]
-            rows.append({
-                "model": model, "seed": seed,
+            row = {
+                "model": model, "seed": seed, "mode": args.mode,
                 "subset": "; ".join(f"{tasks[k]['name']} (w={tasks[k]['weight']:g}, "
                                     f"{tasks[k]['mflop']:.0f} MFLOP)" for k in keys),
-                "baseline_joules": b["joules"], "trimmer_joules": t["joules"],
-                "energy_ratio": ratio(t["joules"], b["joules"]),
-                "baseline_wall_s": b["wall_s"], "trimmer_wall_s": t["wall_s"],
-                "wall_ratio": ratio(t["wall_s"], b["wall_s"]),
-                "baseline_latency_s": lat["gradient"]["weighted_s"], "trimmer_latency_s": lat["trimmer"]["weighted_s"],
-                "latency_ratio": ratio(lat["trimmer"]["weighted_s"], lat["gradient"]["weighted_s"]),
-                "latency_ratio_median": ratio(lat["trimmer"]["weighted_median_s"], lat["gradient"]["weighted_median_s"]),
-                "baseline_tuning_latency_s": b["tuning_latency_s"], "trimmer_tuning_latency_s": t["tuning_latency_s"],
-                "baseline_trials": b["trials"], "trimmer_trials": t["trials"], "max_trials": b["max_trials"],
-                "baseline_rounds": b["rounds"], "trimmer_rounds": t["rounds"],
+                "baseline_joules": b["joules"], "baseline_wall_s": b["wall_s"],
+                "baseline_latency_s": lat["gradient"]["weighted_s"],
+                "baseline_tuning_latency_s": b["tuning_latency_s"],
+                "baseline_trials": b["trials"], "max_trials": b["max_trials"], "baseline_rounds": b["rounds"],
                 "baseline_non_contributing_share": b["non_contributing_share"],
-                "trimmer_non_contributing_share": t["non_contributing_share"],
-                # per task, space-separated; "-" for a task that was not preempted
-                "trimmer_preempted_at_round": " ".join("-" if p is None else str(p) for p in t["preempted_at_round"]),
-                "trimmer_stop_reason": t["stop_reason"], "trimmer_stop_round": t["stop_round"],
                 # Trimmer's rules replayed on the baseline's trajectory (no search variance)
                 "replay_rounds": rp["rounds"], "replay_trials": rp["trials"], "replay_stop_reason": rp["stop_reason"],
                 "replay_energy_ratio": ratio(rp["joules"], rp["ledger_joules"]),
@@ -611,13 +650,54 @@ def main() -> None:
                 "oracle_rounds": b["oracle"]["rounds"], "oracle_trials": b["oracle"]["trials"],
                 "oracle_energy_ratio": b["oracle"]["energy_ratio"],
                 # patience: replay energy ratio / in-tuning latency ratio, on the baseline's rounds
-                "replay_patience_sweep": " ".join(
-                    f"{q['patience']}:{_fmt(q['energy_ratio'])}/{_fmt(q['tuning_latency_ratio'])}"
-                    for q in rp["patience_sweep"]),
+                "replay_patience_sweep": sweep_text(rp["patience_sweep"]),
                 "energy_source": b["energy_source"], "energy_measured": b["energy_measured"],
-            })
-            details.append({"model": model, "seed": seed, "per_task": per_task, "baseline": b, "trimmer": t,
-                            "remeasured": lat})
+            }
+            for arm, prefix in (("trimmer", "trimmer"), ("gradient_aa", "aa")):
+                if arm not in res:
+                    continue
+                o = res[arm]
+                for i, k in enumerate(keys):
+                    per_task[i].update({
+                        f"{prefix}_rounds": o["task_rounds"][i], f"{prefix}_best_s": lat[arm][k][ESTIMATOR],
+                        f"{prefix}_best_median_s": lat[arm][k]["median_s"],
+                        f"{prefix}_best_tuning_s": lat[arm][k]["tuning_s"]})
+                    if arm == "trimmer":
+                        per_task[i].update({"trimmer_preempted_at_round": o["preempted_at_round"][i],
+                                            "trimmer_filter_batches": o["filter_batches"][i]})
+                row.update({
+                    f"{prefix}_joules": o["joules"], f"{prefix}_wall_s": o["wall_s"],
+                    f"{prefix}_latency_s": lat[arm]["weighted_s"], f"{prefix}_tuning_latency_s": o["tuning_latency_s"],
+                    f"{prefix}_trials": o["trials"], f"{prefix}_rounds": o["rounds"],
+                    f"{prefix}_non_contributing_share": o["non_contributing_share"],
+                    # ratios over the baseline: energy_ratio etc. for Trimmer, aa_energy_ratio etc. for
+                    # the baseline's second run
+                    ("energy_ratio" if arm == "trimmer" else "aa_energy_ratio"): ratio(o["joules"], b["joules"]),
+                    ("wall_ratio" if arm == "trimmer" else "aa_wall_ratio"): ratio(o["wall_s"], b["wall_s"]),
+                    ("latency_ratio" if arm == "trimmer" else "aa_latency_ratio"):
+                        ratio(lat[arm]["weighted_s"], lat["gradient"]["weighted_s"]),
+                    ("latency_ratio_median" if arm == "trimmer" else "aa_latency_ratio_median"):
+                        ratio(lat[arm]["weighted_median_s"], lat["gradient"]["weighted_median_s"]),
+                    ("tuning_latency_ratio" if arm == "trimmer" else "aa_tuning_latency_ratio"):
+                        ratio(o["tuning_latency_s"], b["tuning_latency_s"]),
+                    # how many of the first round's candidates are the baseline's (same trace)
+                    f"{prefix}_first_round_same": same_count(first["gradient"], first[arm]),
+                })
+                if arm == "trimmer":
+                    row.update({
+                        # per task, space-separated; "-" for a task that was not preempted
+                        "trimmer_preempted_at_round": " ".join("-" if p is None else str(p)
+                                                               for p in o["preempted_at_round"]),
+                        "trimmer_stop_reason": o["stop_reason"], "trimmer_stop_round": o["stop_round"]})
+                else:
+                    # the second baseline run's own trajectory, replayed: more trajectories per run
+                    row["aa_replay_patience_sweep"] = sweep_text(o["replay"]["patience_sweep"])
+                    row["aa_oracle_rounds"] = o["oracle"]["rounds"]
+                    row["aa_oracle_energy_ratio"] = o["oracle"]["energy_ratio"]
+            rows.append(row)
+            details.append({"model": model, "seed": seed, "per_task": per_task, "remeasured": lat,
+                            "first_round_traces": first, "baseline": b,
+                            **{DETAIL_NAME[arm]: res[arm] for arm in res if arm != "gradient"}})
             # write what is done so far: a long multi-seed run keeps its finished rows if stopped
             out = write_csv_rows(args.out, rows)
 
@@ -627,24 +707,24 @@ def main() -> None:
         "baseline_non_contributing_share", "trimmer_non_contributing_share", "trimmer_preempted_at_round",
         "trimmer_stop_reason", "trimmer_stop_round", "replay_trials", "replay_stop_reason", "replay_energy_ratio",
         "replay_latency_ratio", "replay_same_kernels", "oracle_rounds", "oracle_trials", "oracle_energy_ratio",
-        "latency_ratio_median", "replay_patience_sweep",
-        "remeasure_noise_ratio", "remeasure_noise_ratio_median")
+        "latency_ratio_median", "tuning_latency_ratio", "trimmer_first_round_same", "replay_patience_sweep",
+        "remeasure_noise_ratio", "remeasure_noise_ratio_median",
+        "aa_energy_ratio", "aa_latency_ratio", "aa_latency_ratio_median", "aa_tuning_latency_ratio",
+        "aa_first_round_same", "aa_replay_patience_sweep", "aa_oracle_rounds", "aa_oracle_energy_ratio")
+    # geometric means over every (model, seed) row, of the ratios this --mode produced
+    means = {k: gmean(r.get(k) for r in rows) for k in (
+        "energy_ratio", "wall_ratio", "latency_ratio", "latency_ratio_median", "replay_energy_ratio",
+        "replay_latency_ratio", "oracle_energy_ratio", "remeasure_noise_ratio", "remeasure_noise_ratio_median",
+        "aa_energy_ratio", "aa_wall_ratio", "aa_latency_ratio", "aa_latency_ratio_median", "aa_tuning_latency_ratio")
+        if any(k in r for r in rows)}
     summary = {
-        "bench": "tuning_energy", "target": target, "runner": args.runner, "tasks_per_model": args.tasks,
-        "rounds": args.rounds, "batch": args.batch, "seeds": seeds, "patience": args.patience,
-        "min_task_improvement": args.min_task_improvement, "preempt_warmup": args.preempt_warmup,
-        "search_threads": args.search_threads, "repeats": args.repeats,
-        # geometric means over every (model, seed) row
-        "energy_ratio": gmean(r["energy_ratio"] for r in rows), "wall_ratio": gmean(r["wall_ratio"] for r in rows),
-        "latency_ratio": gmean(r["latency_ratio"] for r in rows),
-        "latency_ratio_median": gmean(r["latency_ratio_median"] for r in rows),
+        "bench": "tuning_energy", "mode": args.mode, "target": target, "runner": args.runner,
+        "tasks_per_model": args.tasks, "rounds": args.rounds, "batch": args.batch, "seeds": seeds,
+        "patience": args.patience, "min_task_improvement": args.min_task_improvement,
+        "preempt_warmup": args.preempt_warmup, "search_threads": args.search_threads, "repeats": args.repeats,
+        **means,
         "estimator": ESTIMATOR,
-        "replay_energy_ratio": gmean(r["replay_energy_ratio"] for r in rows),
-        "replay_latency_ratio": gmean(r["replay_latency_ratio"] for r in rows),
-        "oracle_energy_ratio": gmean(r["oracle_energy_ratio"] for r in rows),
-        "remeasure_noise_ratio": gmean(r["remeasure_noise_ratio"] for r in rows),
-        "remeasure_noise_ratio_median": gmean(r["remeasure_noise_ratio_median"] for r in rows),
-        "per_run": {f"{r['model']}/seed{r['seed']}": {k: r[k] for k in per_run_keys} for r in rows},
+        "per_run": {f"{r['model']}/seed{r['seed']}": {k: r[k] for k in per_run_keys if k in r} for r in rows},
         "per_task": {f"{d['model']}/seed{d['seed']}": d["per_task"] for d in details},
         "energy_source": rows[0]["energy_source"], "energy_measured": rows[0]["energy_measured"],
         "load_avg_start": load0, "load_avg_end": os.getloadavg(), "csv": str(out),
