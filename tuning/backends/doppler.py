@@ -67,6 +67,7 @@ import math
 import os
 import queue
 import re
+import shutil
 import sys
 import tempfile
 import threading
@@ -603,7 +604,8 @@ class DopplerEngine:
                 "timed_repeats": sum(r.get("repeats", 0) for r in self.decisions)}
 
     def close(self) -> None:
-        """Stop every worker process this engine started."""
+        """Stop every worker process this engine started and remove its build-artifact directory
+        (a temporary directory of its own; ``work_dir`` and its decision log are kept)."""
         if self._closed:
             return
         self._closed = True
@@ -611,6 +613,7 @@ class DopplerEngine:
         for s in self.slots:
             s.kill()
         self.build_pool.shutdown(wait=True)
+        shutil.rmtree(self.artifact_dir, ignore_errors=True)
 
     def __enter__(self) -> "DopplerEngine":
         return self

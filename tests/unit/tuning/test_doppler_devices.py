@@ -46,3 +46,18 @@ def test_cuda_list_needs_no_probe():
 def test_options_override_spec_defaults():
     cfg = DopplerConfig.from_options({"max_rel_error": 0.1, "backoff_factor": 0.25}, max_dop=4)
     assert (cfg.max_rel_error, cfg.backoff_factor, cfg.max_dop, cfg.sample_fraction) == (0.1, 0.25, 4, 0.20)
+
+
+def test_close_removes_the_build_artifact_directory(tmp_path):
+    # the engine's artifact directory is its own temporary directory: close() must not leave it
+    # behind (it did: one empty /tmp/doppler-artifacts-* per tuning); work_dir stays
+    from tuning.backends.doppler import DopplerEngine
+
+    engine = DopplerEngine(parse_devices(f"cpu:{ALLOWED[0]}", 1), work_dir=tmp_path)
+    artifacts = engine.artifact_dir
+    assert artifacts.is_dir() and artifacts.parent != tmp_path
+    (artifacts / "leftover.so").write_bytes(b"x")
+    engine.close()
+    assert not artifacts.exists()
+    assert tmp_path.is_dir()
+    engine.close()  # a second close is harmless
