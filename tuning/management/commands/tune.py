@@ -80,6 +80,9 @@ class Command(BaseCommand):
     help = "Tune a model (torchvision/transformers name, built-in, or ONNX) with TVM MetaSchedule."
 
     def add_arguments(self, parser):
+        from tuning.backends.options import known_option_names, trimmer_only_option_names
+        from tuning.backends.registry import runner_names, scheduler_names
+
         src = parser.add_mutually_exclusive_group(required=True)
         src.add_argument("--model", help="torchvision name (resnet18), transformers:<Config>, or mlp/matmul/convnet")
         src.add_argument("--onnx", help="ONNX path under data/ or an upload id")
@@ -90,8 +93,11 @@ class Command(BaseCommand):
         parser.add_argument("--trials-per-round", type=int, default=16)
         parser.add_argument("--max-trials-per-task", type=int)
         parser.add_argument("--max-tasks", type=int, help="tune only the N tasks with the most weighted FLOP")
-        parser.add_argument("--runner", default="local")
-        parser.add_argument("--scheduler", default="gradient")
+        parser.add_argument("--runner", default="local",
+                            help=f"builder/runner pair: {', '.join(runner_names())} (default: local)")
+        parser.add_argument("--scheduler", default="gradient",
+                            help=f"task scheduler: {', '.join(scheduler_names())} (default: gradient, "
+                                 "MetaSchedule's own)")
         parser.add_argument("--cost-model", default="xgb", choices=["xgb", "random"])
         parser.add_argument("--threads", type=int, help="measurement threads (default: TANDEM_TUNING_THREADS or all cores)")
         parser.add_argument("--repeats", type=int, default=20, help="end-to-end latency repeats")
@@ -100,7 +106,10 @@ class Command(BaseCommand):
         parser.add_argument("--force", action="store_true", help="use a database measured under another target")
         parser.add_argument("--no-eager", action="store_true", help="skip the PyTorch eager measurement")
         parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                            help="runner/scheduler option, e.g. builder_workers=1 (JSON values allowed)")
+                            help="runner/scheduler option, e.g. builder_workers=1 (JSON values allowed; repeat "
+                                 f"for several). Names: {', '.join(known_option_names())}; only with "
+                                 f"--scheduler trimmer: {', '.join(trimmer_only_option_names())}. "
+                                 "README 'Tuning' lists what each means")
         parser.add_argument("--owner", default="cli", help="user owning the experiment (created if missing)")
         parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
