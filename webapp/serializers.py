@@ -1,6 +1,9 @@
 """DRF serializers of the platform API (validation only; writes go through services)."""
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from rest_framework import serializers
 
 from .importers import MAX_CPU_CORES, MAX_GPU_MEMORY_MIB, MAX_GPUS_PER_NODE, MAX_MEMORY_MIB
@@ -63,8 +66,36 @@ class JobSerializer(serializers.ModelSerializer):
         extra_kwargs = {"steps": {"min_value": 1, "max_value": 100000}, "batch_size": {"min_value": 1, "max_value": 4096}}
 
 
+def non_finite_path(value: Any, path: str = "") -> str | None:
+    """The dotted path (``options.energy_budget_j``, ``sizes[2]``) of the first infinite or NaN
+    float in a parsed JSON value, ``""`` if ``value`` itself is one, None if there is none."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = non_finite_path(item, f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None
+
+
+class FiniteJSONField(serializers.JSONField):
+    """A JSON field that names where a non-finite number is. A request body's ``1e400`` parses
+    to infinity, which DRF's JSONField refuses only as "Value must be valid JSON."; this says
+    which key holds it."""
+
+    def to_internal_value(self, data):
+        where = non_finite_path(data)
+        if where is not None:
+            raise serializers.ValidationError(
+                f"{where or 'the value'}: not a finite number (a JSON number too large for a double, "
+                "such as 1e400, or NaN/Infinity)")
+        return super().to_internal_value(data)
+
+
 class ExperimentSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username", read_only=True)
+    parameters = FiniteJSONField(required=False)
 
     class Meta:
         model = Experiment

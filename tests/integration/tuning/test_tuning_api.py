@@ -133,3 +133,17 @@ def test_options_a_scheduler_reads_are_accepted(api, params):
     assert resp.status_code == 201, resp.content
     stored = Experiment.objects.get()
     assert stored.parameters["options"] == params["options"]
+
+
+@pytest.mark.parametrize("raw,where", [
+    ('{"model": "mlp", "scheduler": "trimmer", "options": {"energy_budget_j": 1e400}}', "options.energy_budget_j"),
+    ('{"model": "mlp", "input_shape": [1, -1e999]}', "input_shape[1]"),
+])
+def test_an_overflowing_number_is_refused_naming_its_key(api, raw, where):
+    # 1e400 is valid JSON that parses to infinity; the refusal used to be "Value must be valid JSON."
+    body = '{"kind": "tuning", "parameters": ' + raw + "}"
+    resp = api.post("/api/v1/experiments/", data=body, content_type="application/json")
+    assert resp.status_code == 400, resp.content
+    assert resp.json()["parameters"] == [f"{where}: not a finite number (a JSON number too large for a double, "
+                                         "such as 1e400, or NaN/Infinity)"]
+    assert Experiment.objects.count() == 0
