@@ -57,7 +57,9 @@ def validate_options(options: Any, num_threads: int, scheduler: str | None = Non
     Raises ``ValueError`` with a message naming the option on: a non-dict, a NaN or infinite
     number, an unknown top-level name (flat names belong to the local runner, the gradient
     scheduler or Trimmer; DOPpler's go under ``"doppler"``), a Trimmer-only option with another
-    ``scheduler`` (it would be stored and silently ignored), or a value a component rejects."""
+    ``scheduler`` (it would be stored and silently ignored; likewise ``window_size`` with a
+    scheduler other than ``"gradient"``), a local-runner or gradient-scheduler value of the wrong
+    type or range, or a value a component rejects."""
     from tuning.backends.doppler import engine_settings
     from tuning.backends.trimmer import config_from_options
 
@@ -81,3 +83,37 @@ def validate_options(options: Any, num_threads: int, scheduler: str | None = Non
         config_from_options(options)
     except (TypeError, OverflowError) as err:
         raise ValueError(f"Trimmer options: {err}") from None
+    _check_local_and_gradient(options, scheduler)
+
+
+# what the local runner and the gradient scheduler accept (tuning.backends.components reads them
+# with int()/float()/bool(), which would take "3" or fail on "abc" only on the worker):
+# name -> (kind, lowest allowed value)
+_LOCAL_AND_GRADIENT_RULES: dict[str, tuple[str, float]] = {
+    "builder_workers": ("int", 1), "number": ("int", 1), "repeat": ("int", 1), "min_repeat_ms": ("int", 0),
+    "window_size": ("int", 1), "build_timeout_s": ("seconds", 0), "run_timeout_s": ("seconds", 0),
+    "cpu_cache_flush": ("bool", 0),
+}
+_MAX_INT = 2**31 - 1  # TVM's builders and runners take 32-bit ints
+
+
+def _check_local_and_gradient(options: dict, scheduler: str | None) -> None:
+    """The local runner's and gradient scheduler's options (``alpha`` is checked with Trimmer's):
+    counts are integers in [lowest, 2**31 - 1], timeouts numbers > 0 seconds, ``cpu_cache_flush``
+    a boolean; ``window_size`` only with scheduler ``"gradient"`` (Trimmer's windows are
+    ``window`` and ``grad_window``). Raises ValueError naming the option."""
+    for name, (kind, lowest) in _LOCAL_AND_GRADIENT_RULES.items():
+        if name not in options:
+            continue
+        v = options[name]
+        if kind == "bool":
+            if not isinstance(v, bool):
+                raise ValueError(f"{name} must be true or false, got {v!r}")
+        elif kind == "int":
+            if isinstance(v, bool) or not isinstance(v, int) or not lowest <= v <= _MAX_INT:
+                raise ValueError(f"{name} must be an integer from {int(lowest)} to {_MAX_INT}, got {v!r}")
+        elif isinstance(v, bool) or not isinstance(v, (int, float)) or not v > lowest:
+            raise ValueError(f"{name} must be a number of seconds > 0, got {v!r}")
+    if "window_size" in options and scheduler is not None and scheduler != "gradient":
+        raise ValueError(f"option 'window_size' applies to scheduler 'gradient' only; this tuning uses {scheduler!r}"
+                         + (" (Trimmer's windows are 'window' and 'grad_window')" if scheduler == "trimmer" else ""))
