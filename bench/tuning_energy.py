@@ -105,14 +105,15 @@ compare   (default) the benchmark: the baseline, then Trimmer, then the re-measu
 baseline  the baseline alone (about half the time): its replay, oracle and patience sweep, the
           figures that need only the baseline's trajectory, to gather many trajectories cheaply
           before choosing ``--patience`` / ``--preempt-warmup``.
-aa        the baseline twice with the same seed (an A/A test), side by side like ``compare``:
+aa        the baseline twice with the same seed (an A/A test), one after the other in one run and
+          re-measured together, like ``compare``'s two arms:
           ``aa_energy_ratio``, ``aa_wall_ratio``, ``aa_latency_ratio`` (re-measured, second run
           over first), ``aa_tuning_latency_ratio`` and ``aa_first_round_same``: how far one
           scheduler's final latency moves between two runs of one seed, the floor under any
           single run's ``latency_ratio``. Both runs' trajectories are replayed and swept.
-Every mode reports ``*_first_round_same``: how many of an arm's first ``--batch`` records have
-the baseline's first-round traces (instructions and sampling decisions), so "the same first
-round" is checked on every run, not assumed.
+``compare`` and ``aa`` report ``*_first_round_same``: how many of the second arm's first
+``--batch`` records have the baseline's first-round traces (instructions and sampling
+decisions), so "the same first round" is checked on every run, not assumed.
 
 Trimmer runs with its defaults (model-level window patience x tasks, 1 %, exploration floor
 0.1, oversample 2, filter warm-up 100) except three that come from flags: ``--patience``
@@ -542,7 +543,7 @@ def main() -> None:
     ap.add_argument("--mode", choices=sorted(ARMS), default="compare",
                     help="compare: baseline against Trimmer (the benchmark); baseline: the baseline alone, for "
                          "its replay, oracle and patience sweep (half the time); aa: the baseline twice with the "
-                         "same seed, side by side: the run-to-run spread of one scheduler (see 'Modes')")
+                         "same seed, one after the other: the run-to-run spread of one scheduler (see 'Modes')")
     seed_group = ap.add_mutually_exclusive_group()
     seed_group.add_argument("--seeds", default=None, help="comma-separated seeds; every model is run once per "
                                                           "seed (default: --seed)")

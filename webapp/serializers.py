@@ -82,14 +82,15 @@ def non_finite_path(value: Any, path: str = "") -> str | None:
 class FiniteJSONField(serializers.JSONField):
     """A JSON field that names where a non-finite number is. A request body's ``1e400`` parses
     to infinity, which DRF's JSONField refuses only as "Value must be valid JSON."; this says
-    which key holds it."""
+    which key holds it. (``NaN`` and ``Infinity`` literals never get here: DRF's parser refuses
+    the whole body.)"""
 
     def to_internal_value(self, data):
         where = non_finite_path(data)
         if where is not None:
             raise serializers.ValidationError(
-                f"{where or 'the value'}: not a finite number (a JSON number too large for a double, "
-                "such as 1e400, or NaN/Infinity)")
+                (f"{where}: " if where else "") + "not a finite number (a JSON number too large for a double, "
+                "such as 1e400)")
         return super().to_internal_value(data)
 
 

@@ -25,5 +25,5 @@ def test_help_lists_registered_runners_and_schedulers():
 def test_help_lists_option_names_and_the_trimmer_only_ones():
     text = _help_text()
     assert _squeeze(f"Names: {', '.join(known_option_names())};") in text
-    assert _squeeze(f"only with --scheduler trimmer: {', '.join(trimmer_only_option_names())}.") in text
+    assert _squeeze(f"only with --scheduler trimmer: {', '.join(trimmer_only_option_names())};") in text
     assert "patience" in trimmer_only_option_names()
