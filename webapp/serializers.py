@@ -1,12 +1,10 @@
 """DRF serializers of the platform API (validation only; writes go through services)."""
 from __future__ import annotations
 
-import math
-from typing import Any
-
 from rest_framework import serializers
 
 from .importers import MAX_CPU_CORES, MAX_GPU_MEMORY_MIB, MAX_GPUS_PER_NODE, MAX_MEMORY_MIB
+from .jsonvalues import non_finite_path
 from .models import Cluster, Experiment, GPUDevice, Job, Node
 
 
@@ -64,19 +62,6 @@ class JobSerializer(serializers.ModelSerializer):
             "state", "progress", "result", "error", "gpus", "attempts", "created_at", "started_at", "finished_at",
         ]
         extra_kwargs = {"steps": {"min_value": 1, "max_value": 100000}, "batch_size": {"min_value": 1, "max_value": 4096}}
-
-
-def non_finite_path(value: Any, path: str = "") -> str | None:
-    """The dotted path (``options.energy_budget_j``, ``sizes[2]``) of the first infinite or NaN
-    float in a parsed JSON value, ``""`` if ``value`` itself is one, None if there is none."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return path
-    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
-    for key, item in items:
-        found = non_finite_path(item, f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}" if path else str(key))
-        if found is not None:
-            return found
-    return None
 
 
 class FiniteJSONField(serializers.JSONField):

@@ -8,7 +8,6 @@ later on a worker. The checks are the components' own parsers (no second copy of
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 # Top-level keys read by the built-in components (tuning.backends.components: runner "local",
@@ -23,22 +22,6 @@ def known_option_names() -> list[str]:
     from tuning.core.trimmer import TrimmerConfig
 
     return sorted(set(_LOCAL_AND_GRADIENT) | set(TrimmerConfig.__dataclass_fields__) | {"doppler", "trimmer"})
-
-
-def _non_finite(value: Any, path: str) -> str | None:
-    if isinstance(value, float) and not math.isfinite(value):
-        return path
-    if isinstance(value, dict):
-        for k, v in value.items():
-            found = _non_finite(v, f"{path}.{k}")
-            if found:
-                return found
-    if isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            found = _non_finite(v, f"{path}[{i}]")
-            if found:
-                return found
-    return None
 
 
 def trimmer_only_option_names() -> list[str]:
@@ -62,11 +45,12 @@ def validate_options(options: Any, num_threads: int, scheduler: str | None = Non
     type or range, or a value a component rejects."""
     from tuning.backends.doppler import engine_settings
     from tuning.backends.trimmer import config_from_options
+    from webapp.jsonvalues import non_finite_path
 
     if not isinstance(options, dict):
         raise ValueError(f"options must be an object, got {type(options).__name__}")
-    bad = _non_finite(options, "options")
-    if bad:
+    bad = non_finite_path(options, "options")
+    if bad is not None:
         raise ValueError(f"{bad} is not a finite number")
     known = known_option_names()
     unknown = sorted(set(options) - set(known))
@@ -94,14 +78,13 @@ _LOCAL_AND_GRADIENT_RULES: dict[str, tuple[str, float]] = {
     "window_size": ("int", 1), "build_timeout_s": ("seconds", 0), "run_timeout_s": ("seconds", 0),
     "cpu_cache_flush": ("bool", 0),
 }
-_MAX_INT = 2**31 - 1  # TVM's builders and runners take 32-bit ints
-
-
 def _check_local_and_gradient(options: dict, scheduler: str | None) -> None:
     """The local runner's and gradient scheduler's options (``alpha`` is checked with Trimmer's):
     counts are integers in [lowest, 2**31 - 1], timeouts numbers > 0 seconds, ``cpu_cache_flush``
     a boolean; ``window_size`` only with scheduler ``"gradient"`` (Trimmer's windows are
     ``window`` and ``grad_window``). Raises ValueError naming the option."""
+    from tuning.core.trimmer import MAX_COUNT  # MetaSchedule's 32-bit ints, Trimmer's limit too
+
     for name, (kind, lowest) in _LOCAL_AND_GRADIENT_RULES.items():
         if name not in options:
             continue
@@ -110,8 +93,8 @@ def _check_local_and_gradient(options: dict, scheduler: str | None) -> None:
             if not isinstance(v, bool):
                 raise ValueError(f"{name} must be true or false, got {v!r}")
         elif kind == "int":
-            if isinstance(v, bool) or not isinstance(v, int) or not lowest <= v <= _MAX_INT:
-                raise ValueError(f"{name} must be an integer from {int(lowest)} to {_MAX_INT}, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, int) or not lowest <= v <= MAX_COUNT:
+                raise ValueError(f"{name} must be an integer from {int(lowest)} to {MAX_COUNT}, got {v!r}")
         elif isinstance(v, bool) or not isinstance(v, (int, float)) or not v > lowest:
             raise ValueError(f"{name} must be a number of seconds > 0, got {v!r}")
     if "window_size" in options and scheduler is not None and scheduler != "gradient":

@@ -1,11 +1,11 @@
-"""Where a parsed JSON value holds a non-finite number (webapp.serializers.non_finite_path)."""
+"""Where a parsed JSON value holds a non-finite number (webapp.jsonvalues.non_finite_path)."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from webapp.serializers import non_finite_path
+from webapp.jsonvalues import non_finite_path
 
 
 @pytest.mark.parametrize("text,where", [
