@@ -23,13 +23,14 @@ def check_out_path(ap: argparse.ArgumentParser, path: str | os.PathLike, flag: s
     return p
 
 
-def check_torchvision_models(ap: argparse.ArgumentParser, models: str) -> list[str]:
-    """Comma-separated torchvision model names -> list; ``ap.error`` on an empty list or an unknown name."""
+def check_torchvision_models(ap: argparse.ArgumentParser, models: str, flag: str = "--models") -> list[str]:
+    """Comma-separated torchvision model names -> list; ``ap.error`` (naming ``flag``) on an empty
+    list or an unknown name."""
     import torchvision
 
     names = [m.strip() for m in models.split(",") if m.strip()]
     if not names:
-        ap.error("--models is empty")
+        ap.error(f"{flag} is empty")
     unknown = [m for m in names if m not in torchvision.models.list_models()]
     if unknown:
         ap.error(f"unknown torchvision models {unknown}")

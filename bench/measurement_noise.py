@@ -101,22 +101,24 @@ def spread(values) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="mobilenet_v2", help="torchvision model whose heaviest task is measured")
-    ap.add_argument("--threads", type=int, default=2, help="TVM runtime threads (the bench's default)")
-    ap.add_argument("--sessions", type=int, default=40, help="measurement sessions per kernel")
-    ap.add_argument("--repeats", type=int, default=6, help="timed repeats per session (DOPpler's max_repeats)")
-    ap.add_argument("--min-repeat-ms", type=int, default=10, help="floor of one repeat, ms (DOPpler's default)")
-    ap.add_argument("--gap-s", type=float, default=0.5, help="idle seconds between two steps")
+    ap.add_argument("--model", default="mobilenet_v2", help="torchvision model whose heaviest task is measured (default: %(default)s)")
+    ap.add_argument("--threads", type=int, default=2, help="TVM runtime threads (default: %(default)s, as bench/tuning_energy.py)")
+    ap.add_argument("--sessions", type=int, default=40, help="measurement sessions per kernel (default: %(default)s)")
+    ap.add_argument("--repeats", type=int, default=6, help="timed repeats per session, >= 2 (default: %(default)s, DOPpler's max_repeats)")
+    ap.add_argument("--min-repeat-ms", type=int, default=10, help="floor of one repeat, ms (default: %(default)s, DOPpler's)")
+    ap.add_argument("--gap-s", type=float, default=0.5, help="idle seconds between two steps (default: %(default)s)")
     ap.add_argument("--out", default=str(REPO / "bench" / "out" / "measurement_noise.csv"))
     args = ap.parse_args()
-    for name in ("threads", "repeats", "min_repeat_ms"):
+    for name in ("threads", "min_repeat_ms"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.repeats < 2:
+        ap.error("--repeats must be >= 2 (the within-session spread needs two)")
     if args.sessions < 2:
         ap.error("--sessions must be >= 2")
     if not (args.gap_s >= 0 and args.gap_s < 3600):
         ap.error("--gap-s must be in [0, 3600)")
-    model = check_torchvision_models(ap, args.model)
+    model = check_torchvision_models(ap, args.model, "--model")
     if len(model) != 1:
         ap.error("--model takes one model")
     out_csv = check_out_path(ap, args.out)
@@ -153,7 +155,7 @@ def main() -> None:
              "paired_ratio_p90_p10": "", "paired_ratio_max_min": ""}
     for name in kernels:
         means = [float(np.mean(s)) for s in sessions[name]]
-        cvs = [float(np.std(s, ddof=1) / np.mean(s)) for s in sessions[name]] if args.repeats > 1 else [0.0]
+        cvs = [float(np.std(s, ddof=1) / np.mean(s)) for s in sessions[name]]
         between, cont = spread(means), spread(continuous[name])
         rows.append({"kernel": name, **blank, "median_session_mean_ms": round(float(np.median(means)) * 1e3, 5),
                      "within_session_cv": round(float(np.median(cvs)), 4),
