@@ -29,6 +29,17 @@ and for the pair (row ``A/B``): ``median_ratio`` and ``paired_ratio_p90_p10`` /
 within a fraction of a second of each other; against the kernels' own between-session figures it
 shows how much of the spread is the machine's speed moving, not the kernels.
 
+DOPpler's own measurement, plain and paired (rows ``B doppler-plain`` and ``B doppler-paired``)
+------------------------------------------------------------------------------------------
+Kernel B measured by DOPpler's measurement function itself
+(``tuning.backends.doppler._measure_in_worker``, in this process, both kernels exported as shared
+libraries as the runner's build workers do), ``--sessions`` times each way, alternating: plainly,
+and paired against kernel A as the task's reference kernel (each repeat of B bracketed by repeats
+of A, scaled to A's lower quartile over 31 repeats, as the runner does;
+``tuning.core.doppler.bracketed_ratios``). ``between_session_p90_p10`` / ``max_min`` of the means
+it returns (what a tuning record holds) say how far one candidate's recorded time moves between
+two measurements of it, each way.
+
 Usage (about 2 minutes; run it alone or under ``flock /tmp/tandem-bench.lock``):
   python bench/measurement_noise.py --model mobilenet_v2 --sessions 40
 Prints one JSON line; writes bench/out/measurement_noise.csv (one row per kernel and one for the
@@ -90,6 +101,43 @@ def session(rt, args_info, repeats: int, min_repeat_ms: int) -> list[float]:
     return costs
 
 
+def doppler_sessions(kernels: dict, args) -> dict[str, list[list[float]]]:
+    """Kernel B measured by DOPpler's measurement function, ``args.sessions`` times plainly and
+    as many times paired against kernel A (alternating, ``args.gap_s`` apart). Returns
+    ``{"plain": [...], "paired": [...]}``, each a list of per-session run seconds per repeat (what
+    a tuning record's ``run_secs`` would hold)."""
+    import tempfile
+
+    import numpy as np
+
+    from tuning.backends import doppler as dp
+    from tuning.core.doppler import DopplerConfig
+
+    cfg = DopplerConfig()
+    tmp = Path(tempfile.mkdtemp(prefix="measurement-noise-"))
+    paths = {}
+    for name, (rt, _) in kernels.items():
+        paths[name] = str(tmp / f"{name}.so")
+        rt.export_library(paths[name])
+    args_info = kernels["B"][1]
+    dp._WORKER["slot"] = dp.SlotSpec(kind="cpu", name="cpu", num_threads=args.threads)
+    level = dp._reference_level_in_worker(paths["A"], "cpu", args_info, args.min_repeat_ms,
+                                          dp.DopplerEngine.REFERENCE_LEVEL_REPEATS)
+    evalcfg = {"min_repeat_ms": args.min_repeat_ms, "min_repeats": cfg.min_repeats, "max_repeats": args.repeats,
+               "ci_rel_halfwidth": cfg.ci_rel_halfwidth, "screen_ratio": 0.0, "best_s": None}
+    reference = {"path": paths["A"], "level_s": float(np.percentile(level, 25))}
+    out: dict[str, list[list[float]]] = {"plain": [], "paired": []}
+    for _ in range(args.sessions):
+        for way in ("plain", "paired"):
+            time.sleep(args.gap_s)
+            costs, info = dp._measure_in_worker(paths["B"], "cpu", args_info,
+                                                {**evalcfg, "reference": reference if way == "paired" else None})
+            if info["paired"] != (way == "paired"):
+                raise RuntimeError(f"DOPpler's {way} measurement came back with paired={info['paired']}: {info}")
+            out[way].append(costs)
+    return out
+
+
 def spread(values) -> dict:
     """p90/p10 and max/min of positive values (shape (n,), n >= 2)."""
     import numpy as np
@@ -147,9 +195,10 @@ def main() -> None:
             print(f"# {step + 1}/{args.sessions} steps", file=sys.stderr, flush=True)
     continuous = {name: session(rt, info, args.sessions * args.repeats, args.min_repeat_ms)
                   for name, (rt, info) in kernels.items()}
+    doppler = doppler_sessions(kernels, args)
 
     rows, detail = [], {"model": model[0], "task": str(task.task_name), "target": target_json, "args": vars(args),
-                        "sessions_s": sessions, "continuous_s": continuous}
+                        "sessions_s": sessions, "continuous_s": continuous, "doppler_s": doppler}
     blank = {"median_session_mean_ms": "", "within_session_cv": "", "between_session_p90_p10": "",
              "between_session_max_min": "", "continuous_p90_p10": "", "median_ratio": "",
              "paired_ratio_p90_p10": "", "paired_ratio_max_min": ""}
@@ -166,6 +215,15 @@ def main() -> None:
     pr = spread(ratios)
     rows.append({"kernel": "A/B", **blank, "median_ratio": round(float(np.median(ratios)), 5),
                  "paired_ratio_p90_p10": round(pr["p90_p10"], 4), "paired_ratio_max_min": round(pr["max_min"], 4)})
+    for way in ("plain", "paired"):
+        means = [float(np.mean(c)) for c in doppler[way]]
+        between = spread(means)
+        rows.append({"kernel": f"B doppler-{way}", **blank,
+                     "median_session_mean_ms": round(float(np.median(means)) * 1e3, 5),
+                     "within_session_cv": round(float(np.median([np.std(c, ddof=1) / np.mean(c)
+                                                                 for c in doppler[way] if len(c) > 1] or [0.0])), 4),
+                     "between_session_p90_p10": round(between["p90_p10"], 4),
+                     "between_session_max_min": round(between["max_min"], 4)})
     write_csv_rows(out_csv, rows)
     out_csv.with_suffix(".json").write_text(json.dumps(detail))
     print(json.dumps({"model": model[0], "task": str(task.task_name), "rows": rows}))

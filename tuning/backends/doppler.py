@@ -44,7 +44,17 @@ end of each task"; MetaSchedule commits every batch to the database as it comes,
 re-measures each candidate that enters the task's best 10% in the batch that found it, which
 covers every candidate that is ever the task's best. Every candidate is timed after
 :func:`_measure_in_worker`: one repeat first, no more if it is clearly worse than the task's
-best so far (early termination), else adaptive repeats. Each decision (DOP, relative error, induced failures, back-off, timeout, which
+best so far (early termination), else adaptive repeats. **Paired timing** (option ``paired``, on
+by default except on CUDA GPUs): the first candidate of a task that loads and runs becomes the
+task's *reference kernel* (its library copied out of MetaSchedule's artifact, kept loaded in every
+measurement worker); every candidate repeat is timed between two repeats of the reference and
+recorded as the reference's quiet time (lower quartile of 31 repeats, once) times the ratio
+(:func:`tuning.core.doppler.bracketed_ratios`). On the 2-vCPU VMs here a kernel's time moved
+up to 1.9x between measurements a second apart while the repeats inside one measurement agreed;
+a ratio to a kernel timed within tens of milliseconds cancels most of that
+(``bench/measurement_noise.py``, README "DOPpler"). All of a task's records are on one scale,
+set once per tuning (a resumed tuning chooses a new reference; its scale differs by that
+reference's own timing noise). Each decision (DOP, relative error, induced failures, back-off, timeout, which
 device or server ran each parallel measurement (``measured_by``) and each serial one
 (``serial_by``), time in parallel and serial measurement) is kept in :attr:`DopplerEngine.decisions`,
 appended to ``doppler_decisions.jsonl`` in the work directory, and handed to a callback.
@@ -53,7 +63,7 @@ Options (``TuningSetup.options["doppler"]``, all optional): ``devices`` (default
 variable ``TANDEM_DOPPLER_DEVICES``, else ``"cpu"``; ``"cpu"``: core sets
 of ``num_threads`` cores; ``"cpu:0-1|2-3"``: explicit core sets; ``"cuda"`` / ``"cuda:0,1"``;
 ``"rpc://HOST:PORT/KEY"``: every server of that key on the tracker), ``overlap``
-(``"auto"``, true, false), ``build_workers``, ``build_timeout_s`` (30), ``min_repeat_ms`` (10, floor of
+(``"auto"``, true, false), ``paired`` (``"auto"``, true, false), ``build_workers``, ``build_timeout_s`` (30), ``min_repeat_ms`` (10, floor of
 one timed repeat), ``max_process_uses`` (recycle a build worker after this many builds, 256), and any
 :class:`tuning.core.doppler.DopplerConfig` field (``max_dop`` defaults to the number of slots).
 """
@@ -225,73 +235,139 @@ def _open_slot_in_worker() -> str:
     return slot.name
 
 
+def _load_in_worker(artifact_path: str, device_type: str, remote_name: str | None = None):
+    """Load a built candidate on this worker's device: (runtime module, device, random-fill
+    function, remote file name or None). For RPC the library is uploaded first (as
+    ``remote_name``, default its base name)."""
+    import tvm
+
+    slot: SlotSpec = _WORKER["slot"]
+    if slot.kind == "rpc":
+        session, _ = _rpc_session(slot)
+        remote_name = remote_name or os.path.basename(artifact_path)
+        session.upload(artifact_path, remote_name)
+        return (session.load_module(remote_name), session.device(device_type, 0),
+                session.get_function("tvm.contrib.random.random_fill_for_measure"), remote_name)
+    return (tvm.runtime.load_module(artifact_path), tvm.runtime.device(device_type, 0),
+            tvm.get_global_func("tvm.contrib.random.random_fill_for_measure"), None)
+
+
+def _reference_in_worker(ref_path: str, device_type: str, args_info: list, min_repeat_ms: float):
+    """The task's reference kernel in this worker, loaded once and kept: returns a function that
+    times one repeat of it (seconds per run; the runs per repeat fixed at loading so that one
+    repeat lasts at least ``min_repeat_ms``). Its own argument buffers, allocated once."""
+    import math
+
+    from tvm.s_tir.meta_schedule.runner.utils import alloc_argument_common
+
+    refs = _WORKER.setdefault("refs", {})
+    if ref_path not in refs:
+        remote = "tandem-ref-" + hashlib.sha1(ref_path.encode()).hexdigest()[:12] + ".so"
+        rt_mod, dev, f_fill, _ = _load_in_worker(ref_path, device_type, remote)
+        args = alloc_argument_common(f_fill, dev, args_info, 1)[0]
+        probe = rt_mod.time_evaluator(rt_mod.entry_name, dev, number=1, repeat=1, min_repeat_ms=int(min_repeat_ms))
+        dev.sync()
+        cost = float(probe(*args).results[0])
+        number = max(1, math.ceil(min_repeat_ms / max(cost * 1e3, 1e-6)))
+        ev = rt_mod.time_evaluator(rt_mod.entry_name, dev, number=number, repeat=1, min_repeat_ms=0)
+        refs[ref_path] = (lambda: float(ev(*args).results[0]), rt_mod)  # the module stays loaded
+    return refs[ref_path][0]
+
+
+def _reference_level_in_worker(ref_path: str, device_type: str, args_info: list, min_repeat_ms: float,
+                               repeats: int) -> list[float]:
+    """Time the task's reference kernel ``repeats`` times in a row (loading it first if needed);
+    returns seconds per run of each repeat, shape (repeats,). Its lower quartile sets the task's
+    scale (see :meth:`DopplerEngine.measure_batch`)."""
+    one = _reference_in_worker(ref_path, device_type, args_info, min_repeat_ms)
+    return [one() for _ in range(int(repeats))]
+
+
 def _measure_in_worker(artifact_path: str, device_type: str, args_info: list, evalcfg: dict) -> tuple[list[float], dict]:
     """Load one built candidate on this worker's device and time it there.
 
     evalcfg: ``min_repeat_ms`` (floor of one timed repeat, ms), ``min_repeats``, ``max_repeats``,
     ``ci_rel_halfwidth`` (see :func:`tuning.core.doppler.repeats_sufficient`), ``screen_ratio``
     and ``best_s`` (the task's best mean latency so far in seconds, or ``None``; see
-    :func:`tuning.core.doppler.clearly_worse`).
+    :func:`tuning.core.doppler.clearly_worse`), and ``reference`` (``None``, or
+    ``{"path", "level_s"}``: the task's reference kernel and its time in seconds; see paired
+    timing below).
 
     Procedure (every timing is TVM's ``time_evaluator`` on the device, which runs the kernel once
     untimed before each call's repeats):
 
     1. one timed repeat of at least ``min_repeat_ms`` (the evaluator finds the number of runs);
     2. if that repeat is ``clearly_worse`` than ``best_s``: stop, return it (``early_stop``);
-    3. else ``min_repeats - 1`` more repeats with the number of runs per repeat fixed from step 1,
-       then two at a time until the 95% confidence interval of the mean is within
-       ``ci_rel_halfwidth`` or ``max_repeats`` is reached.
+    3. else more repeats with the number of runs per repeat fixed from step 1 (to
+       ``min_repeats``, then until the 95% confidence interval of the mean is within
+       ``ci_rel_halfwidth`` or ``max_repeats`` is reached).
+
+    **Paired timing** (with a ``reference``): one repeat of the reference kernel is timed before
+    the first candidate repeat and after every candidate repeat, and each candidate repeat is
+    returned as ``level_s * cand_i / mean(ref_i, ref_{i+1})``
+    (:func:`tuning.core.doppler.bracketed_ratios`): the candidate's time relative to the
+    reference measured within tens of milliseconds of it, on the task's fixed scale. Steps 2 and 3
+    use these values. If the reference cannot be loaded the candidate is timed plainly
+    (``paired`` False, ``paired_error`` says why).
 
     Returns (run seconds per timed repeat, info with the slot name, server address for RPC, pid,
-    ``repeats``, ``early_stop``). Raises on any TVM error.
+    ``repeats``, ``early_stop``, ``paired``). Raises on any TVM error of the candidate.
     """
     import math
 
-    import tvm
     from tvm.s_tir.meta_schedule.runner.utils import alloc_argument_common
 
-    from tuning.core.doppler import clearly_worse
+    from tuning.core.doppler import bracketed_ratios, clearly_worse
 
     slot: SlotSpec = _WORKER["slot"]
-    info: dict[str, Any] = {"slot": slot.name, "pid": os.getpid()}
-    session = None
-    remote_name = None
+    info: dict[str, Any] = {"slot": slot.name, "pid": os.getpid(), "paired": False}
+    floor_ms = float(evalcfg["min_repeat_ms"])
+    ref_one = None
+    reference = evalcfg.get("reference")
+    if reference:
+        try:
+            ref_one = _reference_in_worker(reference["path"], device_type, args_info, floor_ms)
+        except Exception as exc:  # noqa: BLE001 - fall back to plain timing, say so
+            info["paired_error"] = f"{type(exc).__name__}: {exc}"[:300]
+    rt_mod, dev, f_fill, remote_name = _load_in_worker(artifact_path, device_type)
     if slot.kind == "rpc":
-        session, server = _rpc_session(slot)
-        info["server"] = server
-        remote_name = os.path.basename(artifact_path)
-        session.upload(artifact_path, remote_name)
-        rt_mod = session.load_module(remote_name)
-        dev = session.device(device_type, 0)
-        f_fill = session.get_function("tvm.contrib.random.random_fill_for_measure")
-    else:
-        rt_mod = tvm.runtime.load_module(artifact_path)
-        dev = tvm.runtime.device(device_type, 0)
-        f_fill = tvm.get_global_func("tvm.contrib.random.random_fill_for_measure")
+        info["server"] = _WORKER.get("server")
     try:
         args = alloc_argument_common(f_fill, dev, args_info, 1)[0]
-        floor_ms = float(evalcfg["min_repeat_ms"])
         first = rt_mod.time_evaluator(rt_mod.entry_name, dev, number=1, repeat=1, min_repeat_ms=int(floor_ms))
         dev.sync()
-        costs = [float(c) for c in first(*args).results]
+        raw: list[float] = []
+        refs: list[float] = []
+
+        def values() -> list[float]:
+            if ref_one is None:
+                return list(raw)
+            return [float(reference["level_s"]) * q for q in bracketed_ratios(raw, refs)]
+
+        if ref_one is not None:
+            refs.append(ref_one())
+        raw.append(float(first(*args).results[0]))
+        if ref_one is not None:
+            refs.append(ref_one())
+            info["paired"] = True
+        costs = values()
         info["early_stop"] = clearly_worse(costs[0], evalcfg.get("best_s"), evalcfg["screen_ratio"])
         if not info["early_stop"]:
             # runs per repeat so that one repeat lasts >= floor_ms, from the first repeat's time
-            number = max(1, math.ceil(floor_ms / max(costs[0] * 1e3, 1e-6)))
-            rest = int(evalcfg["min_repeats"]) - 1
-            if rest > 0:
-                more = rt_mod.time_evaluator(rt_mod.entry_name, dev, number=number, repeat=rest, min_repeat_ms=0)
-                costs.extend(float(c) for c in more(*args).results)
-            pair = rt_mod.time_evaluator(rt_mod.entry_name, dev, number=number, repeat=2, min_repeat_ms=0)
+            number = max(1, math.ceil(floor_ms / max(raw[0] * 1e3, 1e-6)))
+            one = rt_mod.time_evaluator(rt_mod.entry_name, dev, number=number, repeat=1, min_repeat_ms=0)
             while not repeats_sufficient(costs, min_repeats=evalcfg["min_repeats"], max_repeats=evalcfg["max_repeats"],
                                          ci_rel_halfwidth=evalcfg["ci_rel_halfwidth"]):
-                costs.extend(float(c) for c in pair(*args).results)
+                raw.append(float(one(*args).results[0]))
+                if ref_one is not None:
+                    refs.append(ref_one())
+                costs = values()
             costs = costs[:max(int(evalcfg["max_repeats"]), 1)]
         info["repeats"] = len(costs)
     finally:
-        if session is not None and remote_name is not None:
+        if remote_name is not None:
             try:
-                session.remove(remote_name)
+                _rpc_session(slot)[0].remove(remote_name)
             except Exception:  # noqa: BLE001 - cleanup only
                 pass
     return costs, info
@@ -359,6 +435,21 @@ class _Slot:
         except Exception as exc:  # noqa: BLE001 - a runner reports errors as data
             return None, f"DopplerRunner: error on {self.spec.name}\n{exc}", {"slot": self.spec.name}
 
+    def reference_level(self, path: str, cand: "_Candidate", min_repeat_ms: float, repeats: int,
+                        timeout_s: float) -> list[float]:
+        """Time the reference kernel at ``path`` ``repeats`` times in this worker (which keeps it
+        loaded for paired timing). Returns seconds per run, shape (repeats,); raises on an error
+        or a timeout (then the worker is restarted on its next use)."""
+        if self.cold:
+            self.warm()
+        self.worker.send(_reference_level_in_worker, (path, cand.device_type, cand.args_info, min_repeat_ms, repeats),
+                         None, timeout_s)
+        try:
+            return self.worker.recv()
+        except TimeoutError:
+            self.cold = True
+            raise
+
     def kill(self) -> None:
         try:
             self.worker.kill()
@@ -378,6 +469,7 @@ class _TaskState:
     controller: DopController
     history: list[float] = field(default_factory=list)  # latencies returned so far (mean s, nan = error)
     batches: int = 0
+    reference: dict | None = None  # paired timing: {"path", "level_s", "level_repeats_s"} once chosen
 
 
 class DopplerEngine:
@@ -387,6 +479,9 @@ class DopplerEngine:
     capped at ``len(slots)``); build_workers: persistent build processes; overlap: measure in the
     background while the next batch is searched and built (``None``: automatic);
     work_dir: where ``doppler_decisions.jsonl`` and the build artifacts go;
+    paired: time every candidate against its task's reference kernel (:meth:`measure_batch`;
+    ``None``: automatic, on unless every slot is a CUDA GPU, whose event timer runs on the
+    device's own clock);
     on_decision: called with each decision dict; seed: of the serial-sample generator.
     Call :meth:`close` (or use as a context manager) to stop every worker process.
     """
@@ -394,7 +489,7 @@ class DopplerEngine:
     def __init__(self, slots: list[SlotSpec], *, config: DopplerConfig | None = None, build_workers: int | None = None,
                  build_timeout_s: float = 30.0, min_repeat_ms: int = 10, overlap: bool | None = None,
                  work_dir: str | os.PathLike | None = None, seed: int = 0, max_process_uses: int = 256,
-                 on_decision: Callable[[dict], None] | None = None) -> None:
+                 paired: bool | None = None, on_decision: Callable[[dict], None] | None = None) -> None:
         from tvm.support.popen_pool import PopenPoolExecutor
 
         if not slots:
@@ -427,13 +522,14 @@ class DopplerEngine:
         cpu_only = all(s.kind == "cpu" for s in slots)
         auto = (cpu_only and bool(spare)) or all(s.kind == "cuda" for s in slots) or remote
         self.overlap = auto if overlap is None else bool(overlap)
+        self.paired = (not all(s.kind == "cuda" for s in slots)) if paired is None else bool(paired)
         build_cores = spare if (self.overlap and spare) else tuple(all_cores)
         self.build_workers = int(build_workers or len(build_cores))
         self.build_timeout_s = float(build_timeout_s)
         self.build_pool = PopenPoolExecutor(max_workers=self.build_workers, timeout=self.build_timeout_s,
                                             initializer=_build_worker_init, initargs=(build_cores,),
                                             maximum_process_uses=max_process_uses)
-        self.timing = {"build_s": 0.0, "measure_parallel_s": 0.0, "measure_serial_s": 0.0, "batches": 0}
+        self.timing = {"build_s": 0.0, "measure_parallel_s": 0.0, "measure_serial_s": 0.0, "reference_s": 0.0, "batches": 0}
         self._closed = False
 
     # ---- building ---------------------------------------------------------------------------
@@ -483,15 +579,47 @@ class DopplerEngine:
     def _evalcfg(self) -> dict:
         c = self.config
         return {"min_repeat_ms": self.min_repeat_ms, "min_repeats": c.min_repeats, "max_repeats": c.max_repeats,
-                "ci_rel_halfwidth": c.ci_rel_halfwidth, "screen_ratio": c.screen_ratio, "best_s": None}
+                "ci_rel_halfwidth": c.ci_rel_halfwidth, "screen_ratio": c.screen_ratio, "best_s": None,
+                "reference": None}
+
+    #: repeats of a task's reference kernel that set its scale (lower quartile), once per task
+    REFERENCE_LEVEL_REPEATS = 31
+    #: candidates of a batch tried as the task's reference before the batch is timed plainly
+    REFERENCE_TRIES = 3
+
+    def _choose_reference(self, key: str, cands: list[_Candidate], timeout_s: float) -> dict | None:
+        """Make one of the batch's candidates (the first that loads and runs, of the first
+        :data:`REFERENCE_TRIES`) the task's reference kernel for paired timing: its library is
+        copied out of MetaSchedule's artifact (which ``RemoveBuildArtifact`` deletes after the
+        round) and timed :data:`REFERENCE_LEVEL_REPEATS` times in a row on the first slot; the
+        lower quartile of those repeats is the task's scale (``level_s``, seconds; the lower
+        quartile because slow repeats here come in bursts, see README "Trimmer" benchmark).
+        Returns ``{"path", "level_s", "level_repeats_s"}`` or None when no candidate worked (the
+        batch is then timed plainly and the next batch tries again)."""
+        for i, cand in enumerate(cands[:self.REFERENCE_TRIES]):
+            path = self.artifact_dir / f"reference-{key}-{self._tasks[key].batches}-{i}.so"
+            try:
+                shutil.copyfile(cand.artifact_path, path)
+                times = self.slots[0].reference_level(str(path), cand, self.min_repeat_ms, self.REFERENCE_LEVEL_REPEATS,
+                                                      max(60.0, 4 * timeout_s))
+            except Exception as exc:  # noqa: BLE001 - try the next candidate; the runner reports errors as data
+                logger.info("DOPpler: candidate %d of task %s cannot be its reference: %s", i, key, exc)
+                path.unlink(missing_ok=True)
+                continue
+            if times and all(math.isfinite(t) and t > 0 for t in times):
+                return {"path": str(path), "level_s": float(np.percentile(times, 25)),
+                        "level_repeats_s": [float(t) for t in times]}
+            path.unlink(missing_ok=True)
+        return None
 
     def _run_on_slots(self, cands: list[_Candidate], idx: list[int], nslots: int, timeout_s: float,
-                      best: list[float]) -> dict[int, tuple]:
+                      best: list[float], reference: dict | None = None) -> dict[int, tuple]:
         """Measure ``cands[i]`` for i in idx on the first ``nslots`` slots at once (a shared queue).
 
         best: one-element list, the task's best mean latency so far (seconds, ``inf`` if none);
         each measurement is screened against it (:func:`tuning.core.doppler.clearly_worse`) and it
-        is lowered as candidates finish, so later candidates of the same batch see earlier ones."""
+        is lowered as candidates finish, so later candidates of the same batch see earlier ones.
+        reference: the task's reference kernel (``{"path", "level_s"}``) for paired timing, or None."""
         q: queue.Queue[int] = queue.Queue()
         for i in idx:
             q.put(i)
@@ -505,7 +633,9 @@ class DopplerEngine:
                 except queue.Empty:
                     return
                 with lock:
-                    evalcfg = {**self._evalcfg(), "best_s": best[0] if math.isfinite(best[0]) else None}
+                    evalcfg = {**self._evalcfg(), "best_s": best[0] if math.isfinite(best[0]) else None,
+                               "reference": ({"path": reference["path"], "level_s": reference["level_s"]}
+                                             if reference else None)}
                 out[i] = slot.measure(cands[i], timeout_s, evalcfg)
                 costs = out[i][0]
                 if costs:
@@ -532,14 +662,19 @@ class DopplerEngine:
             n = len(cands)
             finite = [v for v in st.history if math.isfinite(v)]
             best = [min(finite) if finite else math.inf]
+            t_ref = time.perf_counter()
+            if self.paired and st.reference is None:
+                st.reference = self._choose_reference(key, cands, ctl.timeout_s(1))
+            ref = st.reference
             t0 = time.perf_counter()
-            par = self._run_on_slots(cands, list(range(n)), dop, timeout, best)
+            self.timing["reference_s"] += t0 - t_ref
+            par = self._run_on_slots(cands, list(range(n)), dop, timeout, best, ref)
             t1 = time.perf_counter()
             par_lat = np.array([np.mean(par[i][0]) if par[i][0] else np.nan for i in range(n)], dtype=float)
             check = ctl.plan_sample(par_lat, self.rng)
             top = best_fraction_indices(st.history, par_lat, self.config.top_fraction) if dop > 1 else []
             serial_idx = sorted(set(check) | set(top))
-            ser = self._run_on_slots(cands, serial_idx, 1, ctl.timeout_s(1), best) if serial_idx else {}
+            ser = self._run_on_slots(cands, serial_idx, 1, ctl.timeout_s(1), best, ref) if serial_idx else {}
             t2 = time.perf_counter()
             ser_lat = {i: (float(np.mean(ser[i][0])) if ser[i][0] else float("nan")) for i in serial_idx}
             decision = ctl.observe(par_lat, {i: ser_lat[i] for i in check})
@@ -570,6 +705,8 @@ class DopplerEngine:
                 "measured_by": by_device(par), "serial_by": by_device(ser),
                 "early_stops": int(sum(1 for _, _, info in par.values() if info.get("early_stop"))),
                 "repeats": int(sum(info.get("repeats", 0) for _, _, info in par.values())),
+                "paired": int(sum(1 for _, _, info in par.values() if info.get("paired"))),
+                "reference_level_s": ref["level_s"] if ref else None,
                 "artifacts": [c.artifact_path for c in cands],
             }
             self.decisions.append(rec)
@@ -595,7 +732,8 @@ class DopplerEngine:
         traj: dict[str, list[int]] = {}
         for rec in self.decisions:
             traj.setdefault(rec["task"], []).append(rec["dop"])
-        return {"slots": [s.name for s in self.slot_specs], "overlap": self.overlap, "build_workers": self.build_workers,
+        return {"slots": [s.name for s in self.slot_specs], "overlap": self.overlap, "paired": self.paired,
+                "build_workers": self.build_workers,
                 **self.timing, "dop_trajectories": traj,
                 "backoffs": sum(1 for r in self.decisions if r["action"] == "backoff"),
                 "serial_equivalent_batches": sum(1 for r in self.decisions if r.get("check") == "serial-equivalent"),
@@ -767,6 +905,10 @@ def engine_settings(options: Any, num_threads: int) -> tuple[list[SlotSpec], Dop
             raise ValueError(f"build_workers must be an integer >= 1, got {build_workers!r}")
         build_timeout_s = float(opts.pop("build_timeout_s", 30.0))
         min_repeat_ms = int(opts.pop("min_repeat_ms", 10))
+        paired = opts.pop("paired", "auto")
+        if paired not in (None, "auto", True, False):
+            raise ValueError(f"paired must be 'auto', true or false, got {paired!r}")
+        paired = None if paired in (None, "auto") else bool(paired)
         max_process_uses = int(opts.pop("max_process_uses", 256))
         if not (build_timeout_s > 0 and math.isfinite(build_timeout_s)):
             raise ValueError(f"build_timeout_s must be a finite number > 0, got {build_timeout_s!r}")
@@ -778,7 +920,7 @@ def engine_settings(options: Any, num_threads: int) -> tuple[list[SlotSpec], Dop
     except (TypeError, OverflowError) as err:  # e.g. a string where a number belongs
         raise ValueError(f"DOPpler options: {err}") from None
     return slots, config, {"build_workers": build_workers, "build_timeout_s": build_timeout_s,
-                           "min_repeat_ms": min_repeat_ms, "overlap": overlap,
+                           "min_repeat_ms": min_repeat_ms, "overlap": overlap, "paired": paired,
                            "max_process_uses": max_process_uses}
 
 

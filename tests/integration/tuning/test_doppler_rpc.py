@@ -119,6 +119,13 @@ def test_tune_command_with_doppler_on_two_rpc_servers(rpc_cluster, tmp_path, set
     parallel = decisions[1]["measured_by"]
     assert len([k for k in parallel if ":" in k]) == 2, json.dumps(decisions)
     assert sum(parallel.values()) == 8, json.dumps(decisions)
+    # paired timing (on by default for RPC slots): every parallel measurement was timed against
+    # the task's reference kernel, chosen once (its scale is the same in both rounds)
+    for d in decisions:  # a measurement that failed in the parallel phase has no timing at all
+        assert d["n_candidates"] - d["n_errors"] - d["induced_failures"] <= d["paired"] <= d["n_candidates"]
+        assert d["paired"] >= 1, json.dumps(decisions)
+    assert decisions[0]["reference_level_s"] > 0
+    assert decisions[1]["reference_level_s"] == decisions[0]["reference_level_s"]
     # each server's own log shows it loaded candidates
     for log in server_logs:
         assert "load_module" in log.read_text(), log.read_text()[-2000:]
