@@ -113,7 +113,11 @@ aa        the baseline twice with the same seed (an A/A test), one after the oth
           single run's ``latency_ratio``. Both runs' trajectories are replayed and swept.
 ``compare`` and ``aa`` report ``*_first_round_same``: how many of the second arm's first
 ``--batch`` records have the baseline's first-round traces (instructions and sampling
-decisions), so "the same first round" is checked on every run, not assumed.
+decisions), so "the same first round" is checked on every run, not assumed, and
+``*_first_round_time_ratio``: for those shared candidates, the second arm's in-tuning time over
+the baseline's, as ``median [p10, p90] (n)``: the median is the two tunings' difference of scale
+(with DOPpler's paired timing, of their reference kernels' timings), the spread how well two
+tunings' measurements of the same kernel agree.
 
 Trimmer runs with its defaults (model-level window patience x tasks, 1 %, exploration floor
 0.1, oversample 2, filter warm-up 100) except three that come from flags: ``--patience``
@@ -448,6 +452,42 @@ def first_round_traces(work_dir: str, batch: int) -> list[str]:
             for rec in records_in_commit_order(work_dir)[:batch]]
 
 
+def first_round_seconds(work_dir: str, batch: int) -> list[Optional[float]]:
+    """Mean in-tuning run seconds of the first ``batch`` tuning records of ``work_dir``'s
+    database (commit order, as :func:`first_round_traces`), None for a failed candidate."""
+    out: list[Optional[float]] = []
+    for rec in records_in_commit_order(work_dir)[:batch]:
+        secs = [float(x) for x in (rec.run_secs or [])]
+        out.append(sum(secs) / len(secs) if secs and all(0 < x < 1e9 for x in secs) else None)
+    return out
+
+
+def shared_time_ratios(traces_a: list[str], secs_a: list, traces_b: list[str], secs_b: list) -> list[float]:
+    """For every candidate both first rounds measured (same trace digest; each of ``a``'s used
+    once), ``b``'s in-tuning time over ``a``'s: how far two measurements of the same kernel in
+    two tunings agree. Candidates without a time on either side are left out."""
+    left = {}
+    for t, x in zip(traces_a, secs_a):
+        left.setdefault(t, []).append(x)
+    out = []
+    for t, y in zip(traces_b, secs_b):
+        if left.get(t):
+            x = left[t].pop(0)
+            if x and y:
+                out.append(y / x)
+    return out
+
+
+def ratio_spread(ratios: list[float]) -> Optional[str]:
+    """``"median [p10, p90] (n)"`` of ratios, 3 decimals, or None for none."""
+    if not ratios:
+        return None
+    import numpy as np
+
+    p10, p50, p90 = np.percentile(ratios, [10, 50, 90])
+    return f"{p50:.3f} [{p10:.3f}, {p90:.3f}] ({len(ratios)})"
+
+
 def same_count(a: list[str], b: list[str]) -> int:
     """How many entries of ``b`` also occur in ``a`` (as multisets: a repeated trace counts as
     often as both lists hold it)."""
@@ -501,12 +541,14 @@ MAX_SEED = 2**31 - 1024  # task i is tuned with rand_state seed + i; TVM seeds a
 
 
 def parse_seeds(ap: argparse.ArgumentParser, text: str, flag: str = "--seeds") -> list[int]:
-    """``"0,1,2"`` -> [0, 1, 2]; ``ap.error`` on an empty list, a non-integer, a negative, a
-    repeated seed, or one at or above ``2**31 - 1024`` (TVM's ``rand_state`` is a 31-bit seed,
-    and task ``i`` gets ``seed + i``)."""
-    items = [x.strip() for x in text.split(",") if x.strip()]
-    if not items:
+    """``"0,1,2"`` -> [0, 1, 2]; ``ap.error`` on an empty list or an empty item (``"1,"``,
+    ``"1,,2"``: likely a seed left out), a non-integer, a negative, a repeated seed, or one at or
+    above ``2**31 - 1024`` (TVM's ``rand_state`` is a 31-bit seed, and task ``i`` gets ``seed + i``)."""
+    items = [x.strip() for x in text.split(",")]
+    if not any(items):
         ap.error(f"{flag} is empty")
+    if not all(items):
+        ap.error(f"{flag} has an empty item (a seed left out?): {text!r}")
     try:
         seeds = [int(x) for x in items]
     except ValueError:
@@ -598,13 +640,14 @@ def main() -> None:
         for model in models:
             subset, tasks = subsets[model]
             keys = list(tasks)
-            res, dirs, first = {}, {}, {}
+            res, dirs, first, first_s = {}, {}, {}, {}
             try:
                 for arm in ARMS[args.mode]:
                     kind = ARM_SCHEDULER[arm]
                     dirs[arm] = tempfile.mkdtemp(prefix=f"bench-{model}-{arm}-")
                     res[arm] = run_one(kind, subset, target, args, dirs[arm], seed)
                     first[arm] = first_round_traces(dirs[arm], args.batch)
+                    first_s[arm] = first_round_seconds(dirs[arm], args.batch)
                     print(f"# {model} seed {seed} {arm}: {json.dumps(res[arm])}", file=sys.stderr, flush=True)
                 rp = res["gradient"]["replay"]
                 # the replay arm: the baseline's own records, each task cut where Trimmer's rules
@@ -683,6 +726,10 @@ def main() -> None:
                         ratio(o["tuning_latency_s"], b["tuning_latency_s"]),
                     # how many of the first round's candidates are the baseline's (same trace)
                     f"{prefix}_first_round_same": same_count(first["gradient"], first[arm]),
+                    # the shared first-round candidates' in-tuning times, this arm over the
+                    # baseline: median (the two tunings' scales) and spread (per-kernel agreement)
+                    f"{prefix}_first_round_time_ratio": ratio_spread(shared_time_ratios(
+                        first["gradient"], first_s["gradient"], first[arm], first_s[arm])),
                 })
                 if arm == "trimmer":
                     row.update({
@@ -697,7 +744,7 @@ def main() -> None:
                     row["aa_oracle_energy_ratio"] = o["oracle"]["energy_ratio"]
             rows.append(row)
             details.append({"model": model, "seed": seed, "per_task": per_task, "remeasured": lat,
-                            "first_round_traces": first, "baseline": b,
+                            "first_round_traces": first, "first_round_s": first_s, "baseline": b,
                             **{DETAIL_NAME[arm]: res[arm] for arm in res if arm != "gradient"}})
             # write what is done so far: a long multi-seed run keeps its finished rows if stopped
             out = write_csv_rows(args.out, rows)
@@ -708,10 +755,11 @@ def main() -> None:
         "baseline_non_contributing_share", "trimmer_non_contributing_share", "trimmer_preempted_at_round",
         "trimmer_stop_reason", "trimmer_stop_round", "replay_trials", "replay_stop_reason", "replay_energy_ratio",
         "replay_latency_ratio", "replay_same_kernels", "oracle_rounds", "oracle_trials", "oracle_energy_ratio",
-        "latency_ratio_median", "tuning_latency_ratio", "trimmer_first_round_same", "replay_patience_sweep",
+        "latency_ratio_median", "tuning_latency_ratio", "trimmer_first_round_same", "trimmer_first_round_time_ratio",
+        "replay_patience_sweep",
         "remeasure_noise_ratio", "remeasure_noise_ratio_median",
         "aa_energy_ratio", "aa_latency_ratio", "aa_latency_ratio_median", "aa_tuning_latency_ratio",
-        "aa_first_round_same", "aa_replay_patience_sweep", "aa_oracle_rounds", "aa_oracle_energy_ratio")
+        "aa_first_round_same", "aa_first_round_time_ratio", "aa_replay_patience_sweep", "aa_oracle_rounds", "aa_oracle_energy_ratio")
     # geometric means over every (model, seed) row, of the ratios this --mode produced
     means = {k: gmean(r.get(k) for r in rows) for k in (
         "energy_ratio", "wall_ratio", "latency_ratio", "latency_ratio_median", "replay_energy_ratio",
