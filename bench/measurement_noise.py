@@ -35,7 +35,7 @@ Kernel B measured by DOPpler's measurement function itself
 (``tuning.backends.doppler._measure_in_worker``, in this process, both kernels exported as shared
 libraries as the runner's build workers do), ``--sessions`` times each way, alternating: plainly,
 and paired against kernel A as the task's reference kernel (each repeat of B bracketed by repeats
-of A, scaled to A's lower quartile over 31 repeats, as the runner does;
+of A, scaled to A's lower quartile over 31 repeats, as the runner does with ``paired`` on;
 ``tuning.core.doppler.bracketed_ratios``). ``between_session_p90_p10`` / ``max_min`` of the means
 it returns (what a tuning record holds) say how far one candidate's recorded time moves between
 two measurements of it, each way.

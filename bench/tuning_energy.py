@@ -233,7 +233,8 @@ def run_one(kind: str, subset, target: dict, args, work_dir: str, seed: int) -> 
     max_trials = n * args.rounds * args.batch
     meter = make_energy_meter("cpu")
     options = {"builder_workers": args.builder_workers, "build_timeout_s": args.build_timeout,
-               "doppler": {"build_timeout_s": args.build_timeout}, "patience": args.patience,
+               "doppler": {"build_timeout_s": args.build_timeout, "paired": PAIRED[args.paired]},
+               "patience": args.patience,
                "min_task_improvement": args.min_task_improvement, "preempt_warmup": args.preempt_warmup}
     setup = TuningSetup(target=target, num_threads=args.threads, work_dir=Path(work_dir), seed=seed,
                         max_trials_global=max_trials, num_trials_per_iter=args.batch, energy_meter=meter,
@@ -434,6 +435,7 @@ def remeasure(arms: dict[str, dict], tasks: dict[str, dict], target: dict, args)
 
 # the re-measurement's estimator: the lower quartile of the repeats (see "latency_ratio" in the module doc)
 ESTIMATOR = "p25_s"
+PAIRED = {"on": True, "off": False}  # --paired -> DOPpler's option
 ORACLE_TOLERANCE = 0.03  # the "final latency within 3 %", for oracle_* (see the module doc)
 PATIENCE_SWEEP = (2, 3, 4, 5, 6, 8)  # patiences replayed on the baseline's rounds (replay_patience_sweep)
 # the arms each --mode tunes, in order ("gradient" first: the replay, oracle and ratios refer to it)
@@ -582,6 +584,9 @@ def main() -> None:
                          "and before the model-level window starts (default 100 = XGBoost's warm-up; "
                          "0 = the paper's rule)")
     ap.add_argument("--runner", default="doppler", help="registry runner used by BOTH arms")
+    ap.add_argument("--paired", choices=sorted(PAIRED), default="off",
+                    help="DOPpler's paired timing against each task's reference kernel, in BOTH arms (default: "
+                         "%(default)s, DOPpler's default; see README 'DOPpler')")
     ap.add_argument("--mode", choices=sorted(ARMS), default="compare",
                     help="compare: baseline against Trimmer (the benchmark); baseline: the baseline alone, for "
                          "its replay, oracle and patience sweep (half the time); aa: the baseline twice with the "
@@ -771,6 +776,7 @@ def main() -> None:
         "tasks_per_model": args.tasks, "rounds": args.rounds, "batch": args.batch, "seeds": seeds,
         "patience": args.patience, "min_task_improvement": args.min_task_improvement,
         "preempt_warmup": args.preempt_warmup, "search_threads": args.search_threads, "repeats": args.repeats,
+        "paired": args.paired,
         **means,
         "estimator": ESTIMATOR,
         "per_run": {f"{r['model']}/seed{r['seed']}": {k: r[k] for k in per_run_keys if k in r} for r in rows},

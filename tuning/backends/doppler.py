@@ -44,17 +44,16 @@ end of each task"; MetaSchedule commits every batch to the database as it comes,
 re-measures each candidate that enters the task's best 10% in the batch that found it, which
 covers every candidate that is ever the task's best. Every candidate is timed after
 :func:`_measure_in_worker`: one repeat first, no more if it is clearly worse than the task's
-best so far (early termination), else adaptive repeats. **Paired timing** (option ``paired``, on
-by default except on CUDA GPUs): the first candidate of a task that loads and runs becomes the
+best so far (early termination), else adaptive repeats. **Paired timing** (option ``paired``,
+off by default, an experiment): the first candidate of a task that loads and runs becomes the
 task's *reference kernel* (its library copied out of MetaSchedule's artifact, kept loaded in every
 measurement worker); every candidate repeat is timed between two repeats of the reference and
 recorded as the reference's quiet time (lower quartile of 31 repeats, once) times the ratio
-(:func:`tuning.core.doppler.bracketed_ratios`). On the 2-vCPU VMs here a kernel's time moved
-up to 1.9x between measurements a second apart while the repeats inside one measurement agreed;
-a ratio to a kernel timed within tens of milliseconds cancels most of that
-(``bench/measurement_noise.py``, README "DOPpler"). All of a task's records are on one scale,
-set once per tuning (a resumed tuning chooses a new reference; its scale differs by that
-reference's own timing noise). Each decision (DOP, relative error, induced failures, back-off, timeout, which
+(:func:`tuning.core.doppler.bracketed_ratios`). Meant to cancel the machine's speed drifting
+between measurements; measured here it does not pay (README "DOPpler", paired timing): a ratio's
+noise is two-sided, so a burst during the reference's repeats makes a candidate look up to 2x
+*faster* and a false best enters the database, where plain timing's noise only ever slows a
+candidate down; and the once-measured scale can be off by 2x for the whole tuning. Each decision (DOP, relative error, induced failures, back-off, timeout, which
 device or server ran each parallel measurement (``measured_by``) and each serial one
 (``serial_by``), time in parallel and serial measurement) is kept in :attr:`DopplerEngine.decisions`,
 appended to ``doppler_decisions.jsonl`` in the work directory, and handed to a callback.
@@ -63,7 +62,7 @@ Options (``TuningSetup.options["doppler"]``, all optional): ``devices`` (default
 variable ``TANDEM_DOPPLER_DEVICES``, else ``"cpu"``; ``"cpu"``: core sets
 of ``num_threads`` cores; ``"cpu:0-1|2-3"``: explicit core sets; ``"cuda"`` / ``"cuda:0,1"``;
 ``"rpc://HOST:PORT/KEY"``: every server of that key on the tracker), ``overlap``
-(``"auto"``, true, false), ``paired`` (``"auto"``, true, false), ``build_workers``, ``build_timeout_s`` (30), ``min_repeat_ms`` (10, floor of
+(``"auto"``, true, false), ``paired`` (false, true), ``build_workers``, ``build_timeout_s`` (30), ``min_repeat_ms`` (10, floor of
 one timed repeat), ``max_process_uses`` (recycle a build worker after this many builds, 256), and any
 :class:`tuning.core.doppler.DopplerConfig` field (``max_dop`` defaults to the number of slots).
 """
@@ -479,9 +478,8 @@ class DopplerEngine:
     capped at ``len(slots)``); build_workers: persistent build processes; overlap: measure in the
     background while the next batch is searched and built (``None``: automatic);
     work_dir: where ``doppler_decisions.jsonl`` and the build artifacts go;
-    paired: time every candidate against its task's reference kernel (:meth:`measure_batch`;
-    ``None``: automatic, on unless every slot is a CUDA GPU, whose event timer runs on the
-    device's own clock);
+    paired: time every candidate against its task's reference kernel (module docstring; default
+    False: measured here, it hurt more than it helped);
     on_decision: called with each decision dict; seed: of the serial-sample generator.
     Call :meth:`close` (or use as a context manager) to stop every worker process.
     """
@@ -489,7 +487,7 @@ class DopplerEngine:
     def __init__(self, slots: list[SlotSpec], *, config: DopplerConfig | None = None, build_workers: int | None = None,
                  build_timeout_s: float = 30.0, min_repeat_ms: int = 10, overlap: bool | None = None,
                  work_dir: str | os.PathLike | None = None, seed: int = 0, max_process_uses: int = 256,
-                 paired: bool | None = None, on_decision: Callable[[dict], None] | None = None) -> None:
+                 paired: bool = False, on_decision: Callable[[dict], None] | None = None) -> None:
         from tvm.support.popen_pool import PopenPoolExecutor
 
         if not slots:
@@ -522,7 +520,7 @@ class DopplerEngine:
         cpu_only = all(s.kind == "cpu" for s in slots)
         auto = (cpu_only and bool(spare)) or all(s.kind == "cuda" for s in slots) or remote
         self.overlap = auto if overlap is None else bool(overlap)
-        self.paired = (not all(s.kind == "cuda" for s in slots)) if paired is None else bool(paired)
+        self.paired = bool(paired)
         build_cores = spare if (self.overlap and spare) else tuple(all_cores)
         self.build_workers = int(build_workers or len(build_cores))
         self.build_timeout_s = float(build_timeout_s)
@@ -905,10 +903,9 @@ def engine_settings(options: Any, num_threads: int) -> tuple[list[SlotSpec], Dop
             raise ValueError(f"build_workers must be an integer >= 1, got {build_workers!r}")
         build_timeout_s = float(opts.pop("build_timeout_s", 30.0))
         min_repeat_ms = int(opts.pop("min_repeat_ms", 10))
-        paired = opts.pop("paired", "auto")
-        if paired not in (None, "auto", True, False):
-            raise ValueError(f"paired must be 'auto', true or false, got {paired!r}")
-        paired = None if paired in (None, "auto") else bool(paired)
+        paired = opts.pop("paired", False)
+        if not isinstance(paired, bool):
+            raise ValueError(f"paired must be true or false, got {paired!r}")
         max_process_uses = int(opts.pop("max_process_uses", 256))
         if not (build_timeout_s > 0 and math.isfinite(build_timeout_s)):
             raise ValueError(f"build_timeout_s must be a finite number > 0, got {build_timeout_s!r}")

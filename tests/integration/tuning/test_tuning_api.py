@@ -66,7 +66,7 @@ def api(user):
         ({"model": "mlp", "options": {"doppler": {"min_repeats": "abc"}}}, "options", "DOPpler options"),
         ({"model": "mlp", "options": {"doppler": "notadict"}}, "options", "must be an object of DOPpler settings"),
         ({"model": "mlp", "options": {"doppler": {"devices": "tpu:7"}}}, "options", "tpu:7"),
-        ({"model": "mlp", "options": {"doppler": {"paired": "yes"}}}, "options", "paired must be 'auto', true or false"),
+        ({"model": "mlp", "options": {"doppler": {"paired": "yes"}}}, "options", "paired must be true or false"),
         ({"model": "mlp", "options": {"screen_ratio": 0.5}}, "options", "DOPpler settings go under 'doppler'"),
     ],
 )
