@@ -626,6 +626,8 @@ def main() -> None:
 
     if args.runner not in runner_names():
         ap.error(f"unknown --runner {args.runner!r}; available: {', '.join(runner_names())}")
+    if args.paired == "on" and args.runner != "doppler":
+        ap.error(f"--paired on is DOPpler's paired timing: it needs --runner doppler, not {args.runner!r}")
     models = check_torchvision_models(ap, args.models)
     if len(set(models)) != len(models):
         ap.error(f"--models names a model twice: {args.models!r}")

@@ -879,6 +879,11 @@ def meta_classes():
     return _CLASSES
 
 
+#: DOPpler options the engine reads itself (the others are :class:`DopplerConfig` fields)
+ENGINE_OPTION_NAMES = ("devices", "overlap", "build_workers", "build_timeout_s", "min_repeat_ms", "max_process_uses",
+                       "paired")
+
+
 def engine_settings(options: Any, num_threads: int) -> tuple[list[SlotSpec], DopplerConfig, dict[str, Any]]:
     """Parse DOPpler's options (``TuningSetup.options["doppler"]``, a dict or None) without
     starting anything: returns (measurement slots, :class:`DopplerConfig`, the remaining
@@ -911,6 +916,10 @@ def engine_settings(options: Any, num_threads: int) -> tuple[list[SlotSpec], Dop
             raise ValueError(f"build_timeout_s must be a finite number > 0, got {build_timeout_s!r}")
         if min_repeat_ms < 1 or max_process_uses < 1:
             raise ValueError("min_repeat_ms and max_process_uses must be >= 1")
+        unknown = sorted(set(opts) - set(DopplerConfig.__dataclass_fields__))
+        if unknown:  # the engine's own keys were popped above; the rest must be DopplerConfig fields
+            known = sorted(set(ENGINE_OPTION_NAMES) | set(DopplerConfig.__dataclass_fields__))
+            raise ValueError(f"unknown DOPpler option(s) {unknown}; known: {known}")
         slots = parse_devices(devices, num_threads)
         max_dop = int(opts.pop("max_dop", len(slots)))
         config = DopplerConfig.from_options(opts, max_dop=max_dop)

@@ -32,16 +32,17 @@ def trimmer_only_option_names() -> list[str]:
     return sorted((set(TrimmerConfig.__dataclass_fields__) - set(_LOCAL_AND_GRADIENT)) | {"trimmer"})
 
 
-def validate_options(options: Any, num_threads: int, scheduler: str | None = None) -> None:
+def validate_options(options: Any, num_threads: int, scheduler: str | None = None, runner: str | None = None) -> None:
     """Check a tuning's ``options`` dict; ``num_threads`` is the tuning's thread count (DOPpler
-    splits the cores into measurement slots of that size); ``scheduler``: the tuning's task
-    scheduler name, or None to skip the check below.
+    splits the cores into measurement slots of that size); ``scheduler`` / ``runner``: the
+    tuning's task scheduler and runner names, or None to skip the checks that need them.
 
     Raises ``ValueError`` with a message naming the option on: a non-dict, a NaN or infinite
     number, an unknown top-level name (flat names belong to the local runner, the gradient
     scheduler or Trimmer; DOPpler's go under ``"doppler"``), a Trimmer-only option with another
     ``scheduler`` (it would be stored and silently ignored; likewise ``window_size`` with a
-    scheduler other than ``"gradient"``), a local-runner or gradient-scheduler value of the wrong
+    scheduler other than ``"gradient"``, and DOPpler settings with a ``runner`` other than
+    ``"doppler"``), a local-runner or gradient-scheduler value of the wrong
     type or range, or a value a component rejects."""
     from tuning.backends.doppler import engine_settings
     from tuning.backends.trimmer import config_from_options
@@ -61,6 +62,9 @@ def validate_options(options: Any, num_threads: int, scheduler: str | None = Non
         if misplaced:
             raise ValueError(f"option(s) {misplaced} apply to scheduler 'trimmer' only; this tuning uses "
                              f"{scheduler!r} (add --scheduler trimmer / \"scheduler\": \"trimmer\", or drop them)")
+    if "doppler" in options and runner is not None and runner != "doppler":
+        raise ValueError(f"option 'doppler' (DOPpler settings) applies to runner 'doppler' only; this tuning uses "
+                         f"{runner!r} (add --runner doppler / \"runner\": \"doppler\", or drop it)")
     if "doppler" in options:  # (the environment's TANDEM_DOPPLER_DEVICES is checked when the engine starts)
         engine_settings(options["doppler"], num_threads)
     try:

@@ -62,11 +62,17 @@ def api(user):
         # the gradient scheduler's window with Trimmer was silently ignored
         ({"model": "mlp", "scheduler": "trimmer", "options": {"window_size": 3}}, "options",
          "applies to scheduler 'gradient' only"),
-        ({"model": "mlp", "options": {"doppler": {"min_repeats": 0}}}, "options", "min_repeats"),
-        ({"model": "mlp", "options": {"doppler": {"min_repeats": "abc"}}}, "options", "DOPpler options"),
-        ({"model": "mlp", "options": {"doppler": "notadict"}}, "options", "must be an object of DOPpler settings"),
-        ({"model": "mlp", "options": {"doppler": {"devices": "tpu:7"}}}, "options", "tpu:7"),
-        ({"model": "mlp", "options": {"doppler": {"paired": "yes"}}}, "options", "paired must be true or false"),
+        ({"model": "mlp", "runner": "doppler", "options": {"doppler": {"min_repeats": 0}}}, "options", "min_repeats"),
+        ({"model": "mlp", "runner": "doppler", "options": {"doppler": {"min_repeats": "abc"}}}, "options", "DOPpler options"),
+        ({"model": "mlp", "runner": "doppler", "options": {"doppler": "notadict"}}, "options", "must be an object of DOPpler settings"),
+        ({"model": "mlp", "runner": "doppler", "options": {"doppler": {"devices": "tpu:7"}}}, "options", "tpu:7"),
+        ({"model": "mlp", "runner": "doppler", "options": {"doppler": {"paired": "yes"}}}, "options", "paired must be true or false"),
+        ({"model": "mlp", "runner": "doppler", "options": {"doppler": {"Paired": True}}}, "options",
+         "unknown DOPpler option(s) ['Paired']; known: ['additive_step', 'backoff_factor', 'base_timeout_s', "
+         "'build_timeout_s', 'build_workers', 'ci_rel_halfwidth', 'devices'"),
+        # DOPpler settings with another runner were stored and silently ignored
+        ({"model": "mlp", "options": {"doppler": {"paired": True}}}, "options",
+         "applies to runner 'doppler' only; this tuning uses 'local'"),
         ({"model": "mlp", "options": {"screen_ratio": 0.5}}, "options", "DOPpler settings go under 'doppler'"),
     ],
 )
