@@ -233,7 +233,8 @@ def run_one(kind: str, subset, target: dict, args, work_dir: str, seed: int) -> 
     max_trials = n * args.rounds * args.batch
     meter = make_energy_meter("cpu")
     options = {"builder_workers": args.builder_workers, "build_timeout_s": args.build_timeout,
-               "doppler": {"build_timeout_s": args.build_timeout, "paired": PAIRED[args.paired]},
+               "doppler": {"build_timeout_s": args.build_timeout, "paired": PAIRED[args.paired],
+                           "estimator": args.estimator, "screen_repeats": args.screen_repeats},
                "patience": args.patience,
                "min_task_improvement": args.min_task_improvement, "preempt_warmup": args.preempt_warmup}
     setup = TuningSetup(target=target, num_threads=args.threads, work_dir=Path(work_dir), seed=seed,
@@ -587,6 +588,12 @@ def main() -> None:
     ap.add_argument("--paired", choices=sorted(PAIRED), default="off",
                     help="DOPpler's paired timing against each task's reference kernel, in BOTH arms (default: "
                          "%(default)s, DOPpler's default; see README 'DOPpler')")
+    ap.add_argument("--estimator", choices=("mean", "min"), default="mean",
+                    help="DOPpler's in-tuning latency estimator, in BOTH arms: mean of the repeats (MetaSchedule's, "
+                         "default) or the fastest repeat (see README 'DOPpler')")
+    ap.add_argument("--screen-repeats", type=int, default=1,
+                    help="DOPpler's early-termination screen, in BOTH arms: repeats that must all be clearly "
+                         "worse than the task's best before a candidate is dropped (default 1)")
     ap.add_argument("--mode", choices=sorted(ARMS), default="compare",
                     help="compare: baseline against Trimmer (the benchmark); baseline: the baseline alone, for "
                          "its replay, oracle and patience sweep (half the time); aa: the baseline twice with the "
@@ -628,6 +635,11 @@ def main() -> None:
         ap.error(f"unknown --runner {args.runner!r}; available: {', '.join(runner_names())}")
     if args.paired == "on" and args.runner != "doppler":
         ap.error(f"--paired on is DOPpler's paired timing: it needs --runner doppler, not {args.runner!r}")
+    if (args.estimator != "mean" or args.screen_repeats != 1) and args.runner != "doppler":
+        ap.error(f"--estimator and --screen-repeats are DOPpler's settings: they need --runner doppler, "
+                 f"not {args.runner!r}")
+    if not 1 <= args.screen_repeats <= 6:
+        ap.error("--screen-repeats must be in [1, 6] (DOPpler's max_repeats)")
     models = check_torchvision_models(ap, args.models)
     if len(set(models)) != len(models):
         ap.error(f"--models names a model twice: {args.models!r}")
@@ -778,7 +790,7 @@ def main() -> None:
         "tasks_per_model": args.tasks, "rounds": args.rounds, "batch": args.batch, "seeds": seeds,
         "patience": args.patience, "min_task_improvement": args.min_task_improvement,
         "preempt_warmup": args.preempt_warmup, "search_threads": args.search_threads, "repeats": args.repeats,
-        "paired": args.paired,
+        "paired": args.paired, "doppler_estimator": args.estimator, "screen_repeats": args.screen_repeats,
         **means,
         "estimator": ESTIMATOR,
         "per_run": {f"{r['model']}/seed{r['seed']}": {k: r[k] for k in per_run_keys if k in r} for r in rows},

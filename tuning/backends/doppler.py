@@ -286,8 +286,9 @@ def _measure_in_worker(artifact_path: str, device_type: str, args_info: list, ev
     """Load one built candidate on this worker's device and time it there.
 
     evalcfg: ``min_repeat_ms`` (floor of one timed repeat, ms), ``min_repeats``, ``max_repeats``,
-    ``ci_rel_halfwidth`` (see :func:`tuning.core.doppler.repeats_sufficient`), ``screen_ratio``
-    and ``best_s`` (the task's best mean latency so far in seconds, or ``None``; see
+    ``ci_rel_halfwidth`` (see :func:`tuning.core.doppler.repeats_sufficient`), ``screen_ratio``,
+    ``screen_repeats``, ``estimator`` (see :class:`tuning.core.doppler.DopplerConfig`) and
+    ``best_s`` (the task's best recorded latency so far in seconds, or ``None``; see
     :func:`tuning.core.doppler.clearly_worse`), and ``reference`` (``None``, or
     ``{"path", "level_s"}``: the task's reference kernel and its time in seconds; see paired
     timing below).
@@ -296,10 +297,13 @@ def _measure_in_worker(artifact_path: str, device_type: str, args_info: list, ev
     untimed before each call's repeats):
 
     1. one timed repeat of at least ``min_repeat_ms`` (the evaluator finds the number of runs);
-    2. if that repeat is ``clearly_worse`` than ``best_s``: stop, return it (``early_stop``);
+    2. the screen: while every repeat so far is ``clearly_worse`` than ``best_s``, time another,
+       up to ``screen_repeats`` in all; if they all are, stop and return them (``early_stop``);
     3. else more repeats with the number of runs per repeat fixed from step 1 (to
        ``min_repeats``, then until the 95% confidence interval of the mean is within
-       ``ci_rel_halfwidth`` or ``max_repeats`` is reached).
+       ``ci_rel_halfwidth`` or ``max_repeats`` is reached);
+    4. the repeats are returned as :func:`tuning.core.doppler.estimate_run_secs` gives them for
+       ``estimator`` (all of them, or the fastest alone).
 
     **Paired timing** (with a ``reference``): one repeat of the reference kernel is timed before
     the first candidate repeat and after every candidate repeat, and each candidate repeat is
@@ -309,14 +313,14 @@ def _measure_in_worker(artifact_path: str, device_type: str, args_info: list, ev
     use these values. If the reference cannot be loaded the candidate is timed plainly
     (``paired`` False, ``paired_error`` says why).
 
-    Returns (run seconds per timed repeat, info with the slot name, server address for RPC, pid,
-    ``repeats``, ``early_stop``, ``paired``). Raises on any TVM error of the candidate.
+    Returns (run seconds to record, info with the slot name, server address for RPC, pid,
+    ``repeats`` (how many were timed), ``early_stop``, ``paired``). Raises on any TVM error of the candidate.
     """
     import math
 
     from tvm.s_tir.meta_schedule.runner.utils import alloc_argument_common
 
-    from tuning.core.doppler import bracketed_ratios, clearly_worse
+    from tuning.core.doppler import bracketed_ratios, estimate_run_secs, screen
 
     slot: SlotSpec = _WORKER["slot"]
     info: dict[str, Any] = {"slot": slot.name, "pid": os.getpid(), "paired": False}
@@ -350,19 +354,29 @@ def _measure_in_worker(artifact_path: str, device_type: str, args_info: list, ev
             refs.append(ref_one())
             info["paired"] = True
         costs = values()
-        info["early_stop"] = clearly_worse(costs[0], evalcfg.get("best_s"), evalcfg["screen_ratio"])
+        # runs per repeat so that one repeat lasts >= floor_ms, from the first repeat's time
+        number = max(1, math.ceil(floor_ms / max(raw[0] * 1e3, 1e-6)))
+        one = rt_mod.time_evaluator(rt_mod.entry_name, dev, number=number, repeat=1, min_repeat_ms=0)
+
+        def one_more() -> list[float]:
+            raw.append(float(one(*args).results[0]))
+            if ref_one is not None:
+                refs.append(ref_one())
+            return values()
+
+        def screened(c: list[float]) -> str:
+            return screen(c, evalcfg.get("best_s"), evalcfg["screen_ratio"], int(evalcfg.get("screen_repeats", 1)))
+
+        while screened(costs) == "more":
+            costs = one_more()
+        info["early_stop"] = screened(costs) == "stop"
         if not info["early_stop"]:
-            # runs per repeat so that one repeat lasts >= floor_ms, from the first repeat's time
-            number = max(1, math.ceil(floor_ms / max(raw[0] * 1e3, 1e-6)))
-            one = rt_mod.time_evaluator(rt_mod.entry_name, dev, number=number, repeat=1, min_repeat_ms=0)
             while not repeats_sufficient(costs, min_repeats=evalcfg["min_repeats"], max_repeats=evalcfg["max_repeats"],
                                          ci_rel_halfwidth=evalcfg["ci_rel_halfwidth"]):
-                raw.append(float(one(*args).results[0]))
-                if ref_one is not None:
-                    refs.append(ref_one())
-                costs = values()
+                costs = one_more()
             costs = costs[:max(int(evalcfg["max_repeats"]), 1)]
         info["repeats"] = len(costs)
+        costs = estimate_run_secs(costs, evalcfg.get("estimator", "mean"))
     finally:
         if remote_name is not None:
             try:
@@ -577,8 +591,8 @@ class DopplerEngine:
     def _evalcfg(self) -> dict:
         c = self.config
         return {"min_repeat_ms": self.min_repeat_ms, "min_repeats": c.min_repeats, "max_repeats": c.max_repeats,
-                "ci_rel_halfwidth": c.ci_rel_halfwidth, "screen_ratio": c.screen_ratio, "best_s": None,
-                "reference": None}
+                "ci_rel_halfwidth": c.ci_rel_halfwidth, "screen_ratio": c.screen_ratio,
+                "screen_repeats": c.screen_repeats, "estimator": c.estimator, "best_s": None, "reference": None}
 
     #: repeats of a task's reference kernel that set its scale (lower quartile), once per task
     REFERENCE_LEVEL_REPEATS = 31
@@ -614,7 +628,7 @@ class DopplerEngine:
                       best: list[float], reference: dict | None = None) -> dict[int, tuple]:
         """Measure ``cands[i]`` for i in idx on the first ``nslots`` slots at once (a shared queue).
 
-        best: one-element list, the task's best mean latency so far (seconds, ``inf`` if none);
+        best: one-element list, the task's best recorded latency so far (mean of what was recorded) (seconds, ``inf`` if none);
         each measurement is screened against it (:func:`tuning.core.doppler.clearly_worse`) and it
         is lowered as candidates finish, so later candidates of the same batch see earlier ones.
         reference: the task's reference kernel (``{"path", "level_s"}``) for paired timing, or None."""

@@ -21,9 +21,11 @@ decision says so (``check="serial-equivalent"``).
 Measurement cost (Tandem's additions, not in the paper's rules; they decide how long each
 candidate is timed, never the DOP): repeats adapt to the observed spread within bounds
 (:func:`repeats_sufficient`), and a candidate whose first timed repeat is already more than
-``screen_ratio`` times the task's best mean latency so far is not repeated further
-(:func:`clearly_worse`): it cannot become the task's best, its ranking among the good ones does
-not matter, and its one measured repeat still goes to the cost model.
+``screen_ratio`` times the task's best latency so far is not repeated further
+(:func:`clearly_worse`; with ``screen_repeats`` > 1, only when that many repeats all are): it
+cannot become the task's best, its ranking among the good ones does not matter, and its
+measured repeats still go to the cost model. ``estimator`` chooses what is recorded from the
+repeats (:func:`estimate_run_secs`: all of them, MetaSchedule's mean, or the fastest alone).
 
 Nothing here imports TVM: the runner in :mod:`tuning.backends.doppler` feeds latencies in
 (seconds, ``nan`` for a failed candidate) and asks for the sample to re-measure and the next DOP.
@@ -44,6 +46,10 @@ _T975 = (
     2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
     2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
 )
+
+
+#: latency estimators of :func:`estimate_run_secs` (``DopplerConfig.estimator``)
+ESTIMATORS = ("mean", "min")
 
 
 @dataclass(frozen=True)
@@ -72,7 +78,14 @@ class DopplerConfig:
         comparison asks for; 2% was rarely reached on a shared 2-core machine, so nearly every
         candidate ran to the maximum).
     screen_ratio: after the first timed repeat, a candidate slower than this times the task's
-        best mean latency so far stops there (1.5; 0 disables the screening).
+        best latency so far stops there (1.5; 0 disables the screening).
+    screen_repeats: timed repeats that must all be ``screen_ratio`` times slower than the task's
+        best before a candidate is screened out (1: the first repeat decides; 2: a "two-strike"
+        screen, so that one repeat slowed down by a burst of other load does not drop a good
+        candidate). At most ``max_repeats``.
+    estimator: the latency a candidate is recorded with, from its timed repeats (see
+        :func:`estimate_run_secs`): ``"mean"`` (MetaSchedule's: every repeat is recorded and the
+        database ranks by their mean) or ``"min"`` (only the fastest repeat is recorded).
 
     Raises ``ValueError`` on out-of-range values.
     """
@@ -92,6 +105,8 @@ class DopplerConfig:
     max_repeats: int = 6
     ci_rel_halfwidth: float = 0.03
     screen_ratio: float = 1.5
+    screen_repeats: int = 1
+    estimator: str = "mean"
 
     def __post_init__(self) -> None:
         if self.max_dop < 1:
@@ -115,6 +130,11 @@ class DopplerConfig:
             raise ValueError(f"screen_ratio must be > 1 (or 0 to disable), not {self.screen_ratio}")
         if not 1 <= self.min_repeats <= self.max_repeats:
             raise ValueError(f"need 1 <= min_repeats <= max_repeats, got {self.min_repeats}, {self.max_repeats}")
+        if not isinstance(self.screen_repeats, int) or not 1 <= self.screen_repeats <= self.max_repeats:
+            raise ValueError(f"screen_repeats must be an integer in [1, max_repeats={self.max_repeats}], "
+                             f"not {self.screen_repeats!r}")
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(f"estimator must be one of {list(ESTIMATORS)}, not {self.estimator!r}")
 
     @classmethod
     def from_options(cls, options: dict[str, Any] | None, **defaults: Any) -> "DopplerConfig":
@@ -236,6 +256,50 @@ def clearly_worse(first_repeat_s: float, best_s: float | None, screen_ratio: flo
     if not math.isfinite(first_repeat_s):
         return False
     return first_repeat_s > screen_ratio * best_s
+
+
+def screen(repeats_s: Sequence[float], best_s: float | None, screen_ratio: float = 1.5,
+           screen_repeats: int = 1) -> str:
+    """Early termination with ``screen_repeats`` strikes, after each timed repeat of a candidate.
+
+    repeats_s: the candidate's timed repeats so far (seconds, shape (n,), n >= 1); best_s, screen_ratio:
+    as :func:`clearly_worse`. Returns ``"pass"`` when some repeat is not clearly worse (time the
+    candidate fully), ``"more"`` when all n are clearly worse but n < ``screen_repeats`` (time one
+    more repeat and ask again), ``"stop"`` when all n >= ``screen_repeats`` are (screened out,
+    ``early_stop``). With ``screen_repeats`` 1 this is :func:`clearly_worse` of the first repeat.
+    Load on the machine only slows a repeat down, so one repeat that is not clearly worse clears
+    the candidate. Raises ``ValueError`` on an empty ``repeats_s`` or ``screen_repeats`` < 1.
+    """
+    if screen_repeats < 1:
+        raise ValueError(f"screen_repeats must be >= 1, not {screen_repeats}")
+    if not len(repeats_s):
+        raise ValueError("screen needs at least one timed repeat")
+    if not clearly_worse(min(float(v) for v in repeats_s), best_s, screen_ratio):
+        return "pass"
+    return "stop" if len(repeats_s) >= screen_repeats else "more"
+
+
+def estimate_run_secs(samples: Sequence[float], estimator: str = "mean") -> list[float]:
+    """The run seconds a candidate is recorded with, from its timed repeats ``samples`` (shape
+    (n,), n >= 1, seconds); MetaSchedule's database and cost model use the mean of what is
+    recorded.
+
+    ``"mean"``: every repeat, unchanged (MetaSchedule's own runner records all its repeats).
+    ``"min"``: ``[min(samples)]``, the fastest repeat alone. Interference from other load only
+    ever slows a repeat down, so the minimum is the estimator least moved by it (Chen and Revels,
+    "Robust benchmarking in noisy environments", arXiv:1608.04295, 2016, section 4; Python's
+    ``timeit`` documentation says the same). On this project's 2-vCPU VMs the repeats of one
+    kernel are bimodal (undisturbed, or about 1.6x slower; README "Trimmer" benchmark), and the
+    mean of 3-6 repeats moves with the share of slow ones.
+
+    Raises ``ValueError`` on an empty ``samples`` or an unknown estimator.
+    """
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator must be one of {list(ESTIMATORS)}, not {estimator!r}")
+    x = [float(v) for v in samples]
+    if not x:
+        raise ValueError("estimate_run_secs needs at least one timed repeat")
+    return x if estimator == "mean" else [min(x)]
 
 
 def bracketed_ratios(candidate_s: Sequence[float], reference_s: Sequence[float]) -> list[float]:

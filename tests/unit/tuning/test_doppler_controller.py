@@ -21,10 +21,12 @@ from tuning.core.doppler import (
     DopplerConfig,
     best_fraction_indices,
     clearly_worse,
+    estimate_run_secs,
     mad_outliers,
     mean_relative_error,
     modified_z_scores,
     repeats_sufficient,
+    screen,
     select_serial_sample,
 )
 
@@ -217,15 +219,54 @@ def test_clearly_worse(first, best, ratio, expected):
     assert clearly_worse(first, best, ratio) is expected
 
 
+# The screen with strikes; best 1.0 ms, ratio 1.5: a repeat above 1.5 ms is a strike
+@pytest.mark.parametrize("repeats_ms,strikes,expected", [
+    ([1.6], 1, "stop"),             # one strike is enough: the first repeat decides (as clearly_worse)
+    ([1.2], 1, "pass"),
+    ([1.6], 2, "more"),             # one strike of two: time another repeat
+    ([1.6, 1.7], 2, "stop"),        # two strikes
+    ([1.6, 1.1], 2, "pass"),        # the second repeat was undisturbed: a burst slowed the first
+    ([1.6, 1.6], 3, "more"),
+    ([1.6, 1.6, 1.55], 3, "stop"),
+    ([1.6, 1.6, 1.5], 3, "pass"),   # exactly 1.5x is not clearly worse
+    ([1.6, 1.7, 1.8], 2, "stop"),   # more repeats than strikes: all worse still stops
+])
+def test_screen_strikes(repeats_ms, strikes, expected):
+    assert screen([r * 1e-3 for r in repeats_ms], 1.0e-3, 1.5, strikes) == expected
+
+
+def test_screen_without_best_or_disabled_always_passes():
+    assert screen([9.0, 9.0], None, 1.5, 2) == "pass"
+    assert screen([9.0], 1e-3, 0, 1) == "pass"
+    with pytest.raises(ValueError, match="screen_repeats"):
+        screen([1.0], 1.0, 1.5, 0)
+    with pytest.raises(ValueError, match="at least one"):
+        screen([], 1.0, 1.5, 1)
+
+
+def test_estimate_run_secs():
+    reps = [2.0e-3, 1.0e-3, 1.6e-3]
+    assert estimate_run_secs(reps, "mean") == reps       # recorded unchanged: the database takes the mean
+    assert estimate_run_secs(reps, "min") == [1.0e-3]    # the fastest repeat alone
+    assert estimate_run_secs([3e-3], "min") == [3e-3]
+    with pytest.raises(ValueError, match="estimator"):
+        estimate_run_secs(reps, "median")
+    with pytest.raises(ValueError, match="at least one"):
+        estimate_run_secs([], "min")
+
+
 
 
 @pytest.mark.parametrize("kwargs", [
     {"max_dop": 0}, {"start_dop": 3, "max_dop": 2}, {"backoff_factor": 1.0}, {"max_rel_error": 0},
     {"sample_fraction": 1.5}, {"min_repeats": 5, "max_repeats": 3}, {"timeout_growth": -1},
-    {"screen_ratio": 1.0}, {"screen_ratio": -2},
+    {"screen_ratio": 1.0}, {"screen_ratio": -2}, {"screen_repeats": 0}, {"screen_repeats": 7},
+    {"screen_repeats": 2, "max_repeats": 1, "min_repeats": 1}, {"screen_repeats": 1.5}, {"estimator": "median"},
+    {"estimator": None},
 ])
 def test_config_rejects_bad_values(kwargs):
-    with pytest.raises(ValueError):
+    # the error names the first (offending) setting, so a user sees which one to fix
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
         DopplerConfig(**kwargs)
 
 
