@@ -128,6 +128,11 @@ must lower its task's best by more than 1 % to reset the patience count; the in-
 this shared machine differ from a quiet re-measurement by several per cent, so smaller
 "improvements" are noise).
 
+DOPpler's measurement settings, the same in both arms (defaults: DOPpler's own): ``--paired``
+(paired timing against a reference kernel), ``--estimator`` (``mean`` of the timed repeats, or
+``min``, the fastest alone) and ``--screen-repeats`` (repeats that must all be clearly worse
+before the early-termination screen drops a candidate); see README "DOPpler".
+
 Usage (long: 53-85 minutes per seed for both models at 32 rounds and 1 search thread, on this
 machine's 2-vCPU AMD and Intel VMs in 2026-12; run it alone, or under the shared benchmark lock
 ``flock /tmp/tandem-bench.lock``, as other load changes the measurements):
@@ -638,8 +643,10 @@ def main() -> None:
     if (args.estimator != "mean" or args.screen_repeats != 1) and args.runner != "doppler":
         ap.error(f"--estimator and --screen-repeats are DOPpler's settings: they need --runner doppler, "
                  f"not {args.runner!r}")
-    if not 1 <= args.screen_repeats <= 6:
-        ap.error("--screen-repeats must be in [1, 6] (DOPpler's max_repeats)")
+    from tuning.core.doppler import DopplerConfig
+
+    if not 1 <= args.screen_repeats <= DopplerConfig().max_repeats:
+        ap.error(f"--screen-repeats must be in [1, {DopplerConfig().max_repeats}] (DOPpler's max_repeats)")
     models = check_torchvision_models(ap, args.models)
     if len(set(models)) != len(models):
         ap.error(f"--models names a model twice: {args.models!r}")

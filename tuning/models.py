@@ -98,7 +98,8 @@ class TuningRound(models.Model):
 class TuningRecord(models.Model):
     """One tuning record: one measured candidate of a task.
 
-    ``run_seconds``: the runner's repeated run times, seconds (empty on error);
+    ``run_seconds``: the run times the runner recorded, seconds (empty on error): its timed
+    repeats, or with DOPpler's ``estimator: "min"`` the fastest alone;
     ``mean_seconds``: their mean (``None`` on error); ``error``: builder or runner error text.
     ``energy_joules``: the round's measurement energy divided over its candidates.
     ``target``: the TVM target dict it was measured under; ``num_threads``: threads per run.

@@ -354,12 +354,15 @@ def _measure_in_worker(artifact_path: str, device_type: str, args_info: list, ev
             refs.append(ref_one())
             info["paired"] = True
         costs = values()
-        # runs per repeat so that one repeat lasts >= floor_ms, from the first repeat's time
-        number = max(1, math.ceil(floor_ms / max(raw[0] * 1e3, 1e-6)))
-        one = rt_mod.time_evaluator(rt_mod.entry_name, dev, number=number, repeat=1, min_repeat_ms=0)
+        evaluators: list = []  # the fixed-runs evaluator, made on the first repeat after the first
 
         def one_more() -> list[float]:
-            raw.append(float(one(*args).results[0]))
+            if not evaluators:
+                # runs per repeat so that one repeat lasts >= floor_ms, from the first repeat's time
+                number = max(1, math.ceil(floor_ms / max(raw[0] * 1e3, 1e-6)))
+                evaluators.append(rt_mod.time_evaluator(rt_mod.entry_name, dev, number=number, repeat=1,
+                                                        min_repeat_ms=0))
+            raw.append(float(evaluators[0](*args).results[0]))
             if ref_one is not None:
                 refs.append(ref_one())
             return values()
@@ -480,7 +483,7 @@ class _Candidate:
 @dataclass
 class _TaskState:
     controller: DopController
-    history: list[float] = field(default_factory=list)  # latencies returned so far (mean s, nan = error)
+    history: list[float] = field(default_factory=list)  # recorded latencies so far (mean of run_secs, s; nan = error)
     batches: int = 0
     reference: dict | None = None  # paired timing: {"path", "level_s", "level_repeats_s"} once chosen
 
@@ -628,9 +631,10 @@ class DopplerEngine:
                       best: list[float], reference: dict | None = None) -> dict[int, tuple]:
         """Measure ``cands[i]`` for i in idx on the first ``nslots`` slots at once (a shared queue).
 
-        best: one-element list, the task's best recorded latency so far (mean of what was recorded) (seconds, ``inf`` if none);
-        each measurement is screened against it (:func:`tuning.core.doppler.clearly_worse`) and it
-        is lowered as candidates finish, so later candidates of the same batch see earlier ones.
+        best: one-element list, the task's best recorded latency so far (seconds, the mean of a
+        candidate's recorded run seconds; ``inf`` if none); each measurement is screened against
+        it (:func:`tuning.core.doppler.screen`) and it is lowered as candidates finish, so later
+        candidates of the same batch see earlier ones.
         reference: the task's reference kernel (``{"path", "level_s"}``) for paired timing, or None."""
         q: queue.Queue[int] = queue.Queue()
         for i in idx:

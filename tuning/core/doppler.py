@@ -77,12 +77,13 @@ class DopplerConfig:
         half-width at most this fraction of the mean (0.03 = 3%: the accuracy the final-latency
         comparison asks for; 2% was rarely reached on a shared 2-core machine, so nearly every
         candidate ran to the maximum).
-    screen_ratio: after the first timed repeat, a candidate slower than this times the task's
-        best latency so far stops there (1.5; 0 disables the screening).
+    screen_ratio: a candidate whose first ``screen_repeats`` timed repeats are all slower than
+        this times the task's best latency so far stops there (1.5; 0 disables the screening).
     screen_repeats: timed repeats that must all be ``screen_ratio`` times slower than the task's
         best before a candidate is screened out (1: the first repeat decides; 2: a "two-strike"
         screen, so that one repeat slowed down by a burst of other load does not drop a good
-        candidate). At most ``max_repeats``.
+        candidate). At most ``max_repeats``. Each extra strike is one more timed repeat of a
+        candidate already seen to be slow, inside the measurement timeout.
     estimator: the latency a candidate is recorded with, from its timed repeats (see
         :func:`estimate_run_secs`): ``"mean"`` (MetaSchedule's: every repeat is recorded and the
         database ranks by their mean) or ``"min"`` (only the fastest repeat is recorded).
@@ -130,7 +131,8 @@ class DopplerConfig:
             raise ValueError(f"screen_ratio must be > 1 (or 0 to disable), not {self.screen_ratio}")
         if not 1 <= self.min_repeats <= self.max_repeats:
             raise ValueError(f"need 1 <= min_repeats <= max_repeats, got {self.min_repeats}, {self.max_repeats}")
-        if not isinstance(self.screen_repeats, int) or not 1 <= self.screen_repeats <= self.max_repeats:
+        if (isinstance(self.screen_repeats, bool) or not isinstance(self.screen_repeats, int)
+                or not 1 <= self.screen_repeats <= self.max_repeats):
             raise ValueError(f"screen_repeats must be an integer in [1, max_repeats={self.max_repeats}], "
                              f"not {self.screen_repeats!r}")
         if self.estimator not in ESTIMATORS:
@@ -246,11 +248,12 @@ def repeats_sufficient(samples: Sequence[float], *, min_repeats: int = 3, max_re
 
 
 def clearly_worse(first_repeat_s: float, best_s: float | None, screen_ratio: float = 1.5) -> bool:
-    """Early termination: True when a candidate's first timed repeat (seconds) exceeds
-    ``screen_ratio`` times the task's best mean latency so far (``best_s``, seconds; ``None`` or
-    non-finite when the task has no successful candidate yet, then False). ``screen_ratio`` 0
-    disables it (always False). A candidate that is this much slower cannot become the task's
-    best; it keeps its one measured repeat (for the cost model) and is not repeated further."""
+    """Early termination: True when a candidate's timed repeat (seconds) exceeds ``screen_ratio``
+    times the task's best recorded latency so far (``best_s``, seconds; ``None`` or non-finite
+    when the task has no successful candidate yet, then False). ``screen_ratio`` 0 disables it
+    (always False). A candidate that is this much slower cannot become the task's best; it keeps
+    its measured repeats (for the cost model) and is not repeated further (:func:`screen` decides
+    after how many such repeats)."""
     if not screen_ratio or best_s is None or not math.isfinite(best_s) or best_s <= 0:
         return False
     if not math.isfinite(first_repeat_s):

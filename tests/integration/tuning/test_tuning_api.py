@@ -67,6 +67,12 @@ def api(user):
         ({"model": "mlp", "runner": "doppler", "options": {"doppler": "notadict"}}, "options", "must be an object of DOPpler settings"),
         ({"model": "mlp", "runner": "doppler", "options": {"doppler": {"devices": "tpu:7"}}}, "options", "tpu:7"),
         ({"model": "mlp", "runner": "doppler", "options": {"doppler": {"paired": "yes"}}}, "options", "paired must be true or false"),
+        ({"model": "mlp", "runner": "doppler", "options": {"doppler": {"estimator": "median"}}}, "options",
+         "estimator must be one of ['mean', 'min']"),
+        ({"model": "mlp", "runner": "doppler", "options": {"doppler": {"screen_repeats": "2"}}}, "options",
+         "screen_repeats must be an integer"),
+        ({"model": "mlp", "runner": "doppler", "options": {"doppler": {"screen_repeats": True}}}, "options",
+         "screen_repeats must be an integer"),
         ({"model": "mlp", "runner": "doppler", "options": {"doppler": {"Paired": True}}}, "options",
          "unknown DOPpler option(s) ['Paired']; known: ['additive_step', 'backoff_factor', 'base_timeout_s', "
          "'build_timeout_s', 'build_workers', 'ci_rel_halfwidth', 'devices'"),

@@ -255,13 +255,11 @@ def test_estimate_run_secs():
         estimate_run_secs([], "min")
 
 
-
-
 @pytest.mark.parametrize("kwargs", [
     {"max_dop": 0}, {"start_dop": 3, "max_dop": 2}, {"backoff_factor": 1.0}, {"max_rel_error": 0},
     {"sample_fraction": 1.5}, {"min_repeats": 5, "max_repeats": 3}, {"timeout_growth": -1},
     {"screen_ratio": 1.0}, {"screen_ratio": -2}, {"screen_repeats": 0}, {"screen_repeats": 7},
-    {"screen_repeats": 2, "max_repeats": 1, "min_repeats": 1}, {"screen_repeats": 1.5}, {"estimator": "median"},
+    {"screen_repeats": 2, "max_repeats": 1, "min_repeats": 1}, {"screen_repeats": 1.5}, {"screen_repeats": True}, {"estimator": "median"},
     {"estimator": None},
 ])
 def test_config_rejects_bad_values(kwargs):

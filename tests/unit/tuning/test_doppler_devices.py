@@ -61,3 +61,15 @@ def test_close_removes_the_build_artifact_directory(tmp_path):
     assert not artifacts.exists()
     assert tmp_path.is_dir()
     engine.close()  # a second close is harmless
+
+
+def test_bad_screen_and_estimator_settings_are_refused_by_name():
+    from tuning.backends.doppler import engine_settings
+
+    with pytest.raises(ValueError, match="estimator"):
+        engine_settings({"estimator": "median"}, 1)
+    for bad in (9, 0, True, "2", 1.5):
+        with pytest.raises(ValueError, match="screen_repeats"):
+            engine_settings({"screen_repeats": bad}, 1)
+    _, config, _ = engine_settings({"estimator": "min", "screen_repeats": 2}, 1)
+    assert config.estimator == "min" and config.screen_repeats == 2
