@@ -42,12 +42,18 @@ def _export(tmp_path, name: str, times: int):
     return path, args_info
 
 
+def kernel_pair(tmp_path, times: int):
+    """``single`` (A @ B once) and a kernel doing it ``times`` times, with the same task signature.
+    Returns (single path, other path, args_info)."""
+    single, info = _export(tmp_path, "single", 1)
+    other, info2 = _export(tmp_path, f"times{times}", times)
+    assert info == info2  # the same task signature
+    return single, other, info
+
+
 @pytest.fixture
 def kernels(tmp_path):
-    single, info = _export(tmp_path, "single", 1)
-    double, info2 = _export(tmp_path, "double", 2)
-    assert info == info2  # the same task signature
-    return single, double, info
+    return kernel_pair(tmp_path, 2)
 
 
 def _engine(tmp_path, paired):

@@ -12,17 +12,14 @@ import math
 
 import pytest
 
-from tests.integration.tuning.test_doppler_paired import _export
+from tests.integration.tuning.test_doppler_paired import kernel_pair
 
 pytestmark = [pytest.mark.integration]
 
 
 @pytest.fixture
 def kernels(tmp_path):
-    single, info = _export(tmp_path, "single", 1)
-    quad, info4 = _export(tmp_path, "quad", 4)
-    assert info == info4  # the same task signature
-    return single, quad, info
+    return kernel_pair(tmp_path, 4)
 
 
 def _engine(tmp_path, **config):
