@@ -593,10 +593,10 @@ def main() -> None:
     ap.add_argument("--paired", choices=sorted(PAIRED), default="off",
                     help="DOPpler's paired timing against each task's reference kernel, in BOTH arms (default: "
                          "%(default)s, DOPpler's default; see README 'DOPpler')")
-    ap.add_argument("--estimator", choices=("mean", "min"), default="mean",
+    ap.add_argument("--estimator", choices=("mean", "min"), default=None,
                     help="DOPpler's in-tuning latency estimator, in BOTH arms: mean of the repeats (MetaSchedule's, "
                          "default) or the fastest repeat (see README 'DOPpler')")
-    ap.add_argument("--screen-repeats", type=int, default=1,
+    ap.add_argument("--screen-repeats", type=int, default=None,
                     help="DOPpler's early-termination screen, in BOTH arms: repeats that must all be clearly "
                          "worse than the task's best before a candidate is dropped (default 1)")
     ap.add_argument("--mode", choices=sorted(ARMS), default="compare",
@@ -640,9 +640,11 @@ def main() -> None:
         ap.error(f"unknown --runner {args.runner!r}; available: {', '.join(runner_names())}")
     if args.paired == "on" and args.runner != "doppler":
         ap.error(f"--paired on is DOPpler's paired timing: it needs --runner doppler, not {args.runner!r}")
-    if (args.estimator != "mean" or args.screen_repeats != 1) and args.runner != "doppler":
+    if (args.estimator is not None or args.screen_repeats is not None) and args.runner != "doppler":
         ap.error(f"--estimator and --screen-repeats are DOPpler's settings: they need --runner doppler, "
                  f"not {args.runner!r}")
+    args.estimator = args.estimator or "mean"
+    args.screen_repeats = 1 if args.screen_repeats is None else args.screen_repeats
     from tuning.core.doppler import DopplerConfig
 
     if not 1 <= args.screen_repeats <= DopplerConfig().max_repeats:
