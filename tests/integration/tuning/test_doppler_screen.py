@@ -75,4 +75,3 @@ def test_min_estimator_records_the_fastest_repeat_alone(tmp_path, kernels):
     # apart; wide bounds, as a burst of other load can slow every repeat of one kernel (~1.6x)
     assert 2.0 < four / one < 8.0, (one, four)
     assert history == [one, four]  # the engine's task history (the screen's best) uses the recorded values
-
