@@ -131,7 +131,7 @@ this shared machine differ from a quiet re-measurement by several per cent, so s
 DOPpler's measurement settings, the same in both arms (defaults: DOPpler's own): ``--paired``
 (paired timing against a reference kernel), ``--estimator`` (``mean`` of the timed repeats, or
 ``min``, the fastest alone) and ``--screen-repeats`` (repeats that must all be clearly worse
-before the early-termination screen drops a candidate); see README "DOPpler".
+before the early-termination screen drops a candidate); see docs/engines/tuning.md "DOPpler".
 
 Usage (long: 53-85 minutes per seed for both models at 32 rounds and 1 search thread, on this
 machine's 2-vCPU AMD and Intel VMs in 2026-12; run it alone, or under the shared benchmark lock
@@ -164,7 +164,7 @@ from _args import write_csv_rows  # noqa: E402
 
 
 def host_target(num_threads: int) -> dict:
-    """LLVM target naming the host CPU (without mcpu, LLVM emits SSE2-only code; see README "Tuning")."""
+    """LLVM target naming the host CPU (without mcpu, LLVM emits SSE2-only code; see docs/engines/tuning.md)."""
     from tvm.target import codegen
 
     mcpu = codegen.llvm_get_system_cpu()
@@ -592,10 +592,10 @@ def main() -> None:
     ap.add_argument("--runner", default="doppler", help="registry runner used by BOTH arms")
     ap.add_argument("--paired", choices=sorted(PAIRED), default="off",
                     help="DOPpler's paired timing against each task's reference kernel, in BOTH arms (default: "
-                         "%(default)s, DOPpler's default; see README 'DOPpler')")
+                         "%(default)s, DOPpler's default; see docs/engines/tuning.md DOPpler)")
     ap.add_argument("--estimator", choices=("mean", "min"), default=None,
                     help="DOPpler's in-tuning latency estimator, in BOTH arms: mean of the repeats (MetaSchedule's, "
-                         "default) or the fastest repeat (see README 'DOPpler')")
+                         "default) or the fastest repeat (see docs/engines/tuning.md DOPpler)")
     ap.add_argument("--screen-repeats", type=int, default=None,
                     help="DOPpler's early-termination screen, in BOTH arms: repeats that must all be clearly "
                          "worse than the task's best before a candidate is dropped (default 1)")

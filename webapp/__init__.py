@@ -1,7 +1,6 @@
 """Tandem's Django project: settings, URLs, the platform models, the API root and the dashboard.
 
-Importing the package loads the Celery app so ``@shared_task`` binds to it.
+Importing the package is cheap and needs no Django or Celery (so ``webapp.plug`` serves Django-free
+pipelines); the Celery app is loaded when Django starts (:meth:`webapp.apps.WebappConfig.ready`),
+so ``@shared_task`` binds to it in the web process too.
 """
-from workers.celery import app as celery_app
-
-__all__ = ("celery_app",)

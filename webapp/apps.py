@@ -8,6 +8,8 @@ class WebappConfig(AppConfig):
     verbose_name = "Tandem platform"
 
     def ready(self) -> None:
+        import workers.celery  # noqa: F401 - binds @shared_task to Tandem's Celery app in every process
+
         from .demo import register_demo_step
         from .demo_platform import platform_demo
         from .experiments import ExperimentKind, register_experiment_kind

@@ -22,8 +22,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from .models import Experiment
 
 
-class ExperimentCancelled(Exception):
-    """Raised by :meth:`ProgressReporter.report` when the experiment's owner cancelled it."""
+from .plug import Cancelled
+
+
+class ExperimentCancelled(Cancelled):
+    """Raised by :meth:`ProgressReporter.report` when the experiment's owner cancelled it (a
+    :class:`webapp.plug.Cancelled`, so a pipeline treats it like any other stop request)."""
 
 
 class UnknownExperimentKind(KeyError):

@@ -138,19 +138,15 @@ class Job(StatefulModel):
 class Experiment(StatefulModel):
     """A long piece of work run by a worker: a simulation, a tuning, a weight learning, a
     federation plan or benchmark. ``parameters`` are validated by the kind's registered
-    serializer; ``result`` is the kind's summary (detailed rows live in engine models)."""
-
-    class Kind(models.TextChoices):
-        SIMULATION = "simulation", "Placement simulation"
-        TUNING = "tuning", "Tuning"
-        WEIGHT_LEARNING = "weight-learning", "Weight learning"
-        FEDERATION_PLAN = "federation-plan", "Federation plan"
-        FEDERATION_BENCHMARK = "federation-benchmark", "Federation benchmark"
-        TRAINING_PROBE = "training-probe", "Training probe"
+    serializer; ``result`` is the kind's summary (detailed rows live in engine models). ``kind``
+    has no fixed choices: the engines' registry (:mod:`webapp.experiments`) is the one list, so a
+    new kind needs no platform migration."""
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="experiments")
     name = models.CharField(max_length=128, blank=True)
-    kind = models.CharField(max_length=32, choices=Kind.choices, db_index=True)
+    kind = models.CharField(
+        max_length=32, db_index=True,
+        help_text="A registered experiment kind (webapp.experiments.registered_kinds(); engines register theirs)")
     parameters = models.JSONField(default=dict, blank=True)
     progress = models.PositiveSmallIntegerField(default=0, help_text="Percent, 0-100")
     progress_message = models.CharField(max_length=255, blank=True)

@@ -81,7 +81,14 @@ class FiniteJSONField(serializers.JSONField):
 
 class ExperimentSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username", read_only=True)
+    kind = serializers.ChoiceField(choices=[], help_text="A registered experiment kind")
     parameters = FiniteJSONField(required=False)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        from .experiments import registered_kinds
+
+        self.fields["kind"].choices = registered_kinds()  # the engines' registry is the one list
 
     class Meta:
         model = Experiment

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from .experiments import ExperimentCancelled, ProgressReporter, get_experiment_kind
+from .experiments import ProgressReporter, get_experiment_kind
+from .plug import Cancelled
 from .models import Experiment
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -74,7 +75,7 @@ def experiment_run(*, experiment_id: int) -> Experiment:
     reporter = ProgressReporter(exp)
     try:
         result = spec.run(exp, reporter)
-    except ExperimentCancelled:
+    except Cancelled:
         _finish(exp.pk, State.CANCELLED, error="cancelled by request")
     except Exception as err:  # noqa: BLE001 - any failure of the runner is recorded as data
         log.exception("experiment %s failed", exp.pk)

@@ -176,7 +176,7 @@ def _transformers_model(name: str):
 def gavel_workload_model(job_family: str):
     """PyTorch stand-ins for Gavel's training workloads (``simulation_throughputs.json`` job
     types), so their FLOPs per sample can be counted. Returns ``(model, make_input(batch),
-    input_size)``. Approximations, documented in README:
+    input_size)``. Approximations, documented in docs/engines/placement.md:
 
     * ResNet-18: CIFAR-10 ResNet-18 (3x3 stem, no max-pool, 10 classes, 32x32 input), as in
       Gavel's ``image_classification/cifar10`` workload.

@@ -9,7 +9,7 @@ size) alone on GPU type g, with measured throughput T (steps/s, Gavel's
 
 Limits: this is *compute* utilisation against the FP32 peak, not NVML's "GPU busy" (which
 counts any kernel running and reads much higher); the stand-ins approximate Gavel's workloads
-(see README); data loading, optimiser steps and mixed precision are not counted; K80 is one
+(see docs/engines/placement.md); data loading, optimiser steps and mixed precision are not counted; K80 is one
 GK210 die. There is no peak-utilisation or memory measurement in this source, so those stay
 empty (``None``) rather than invented.
 

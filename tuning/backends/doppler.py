@@ -50,7 +50,7 @@ task's *reference kernel* (its library copied out of MetaSchedule's artifact, ke
 measurement worker); every candidate repeat is timed between two repeats of the reference and
 recorded as the reference's quiet time (lower quartile of 31 repeats, once) times the ratio
 (:func:`tuning.core.doppler.bracketed_ratios`). Meant to cancel the machine's speed drifting
-between measurements; measured here it does not pay (README "DOPpler", paired timing): a ratio's
+between measurements; measured here it does not pay (docs/engines/tuning.md "DOPpler", paired timing): a ratio's
 noise is two-sided, so a burst during the reference's repeats makes a candidate look up to 2x
 *faster* and a false best enters the database, where plain timing's noise only ever slows a
 candidate down; and the once-measured scale can be off by 2x for the whole tuning. Each decision (DOP, relative error, induced failures, back-off, timeout, which
@@ -608,7 +608,7 @@ class DopplerEngine:
         copied out of MetaSchedule's artifact (which ``RemoveBuildArtifact`` deletes after the
         round) and timed :data:`REFERENCE_LEVEL_REPEATS` times in a row on the first slot; the
         lower quartile of those repeats is the task's scale (``level_s``, seconds; the lower
-        quartile because slow repeats here come in bursts, see README "Trimmer" benchmark).
+        quartile because slow repeats here come in bursts, see docs/engines/tuning.md "Trimmer" benchmark).
         Returns ``{"path", "level_s", "level_repeats_s"}`` or None when no candidate worked (the
         batch is then timed plainly and the next batch tries again)."""
         for i, cand in enumerate(cands[:self.REFERENCE_TRIES]):

@@ -292,7 +292,7 @@ def estimate_run_secs(samples: Sequence[float], estimator: str = "mean") -> list
     ever slows a repeat down, so the minimum is the estimator least moved by it (Chen and Revels,
     "Robust benchmarking in noisy environments", arXiv:1608.04295, 2016, section 4; Python's
     ``timeit`` documentation says the same). On this project's 2-vCPU VMs the repeats of one
-    kernel are bimodal (undisturbed, or about 1.6x slower; README "Trimmer" benchmark), and the
+    kernel are bimodal (undisturbed, or about 1.6x slower; docs/engines/tuning.md "Trimmer" benchmark), and the
     mean of 3-6 repeats moves with the share of slow ones.
 
     Raises ``ValueError`` on an empty ``samples`` or an unknown estimator.
@@ -312,7 +312,7 @@ def bracketed_ratios(candidate_s: Sequence[float], reference_s: Sequence[float])
     (n + 1,), seconds. ``ratio_i = cand_i / ((ref_i + ref_{i+1}) / 2)``: each candidate repeat
     against the mean of the two reference repeats that bracket it, so a change of the machine's
     speed that lasts longer than a repeat (tens of ms) cancels, and a linear drift across the
-    three repeats cancels exactly. Tandem's paired timing (README "DOPpler", measured in
+    three repeats cancels exactly. Tandem's paired timing (docs/engines/tuning.md "DOPpler", measured in
     ``bench/measurement_noise.py``): on the 2-vCPU VMs here a kernel's measured time moved up to
     1.9x between measurements a second apart, while the ratio of two kernels timed back to back
     moved much less.

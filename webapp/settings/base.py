@@ -152,7 +152,6 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "ENUM_NAME_OVERRIDES": {
         "ClusterKindEnum": "webapp.models.Cluster.Kind",
-        "ExperimentKindEnum": "webapp.models.Experiment.Kind",
         "StateEnum": "webapp.states.State",
     },
 }
