@@ -108,3 +108,51 @@ class ProgressReporter:
         from .models import Experiment
 
         return Experiment.objects.filter(pk=self.experiment.pk, cancel_requested=True).exists()
+
+
+def run_pipeline(
+    experiment: "Experiment",
+    reporter: ProgressReporter,
+    pipeline: Callable[..., dict[str, Any]],
+    *,
+    params: dict[str, Any] | None = None,
+    on_record: Callable[[str, list[dict[str, Any]]], None] | None = None,
+) -> dict[str, Any]:
+    """Run an engine's Django-free pipeline (:mod:`webapp.plug`) for ``experiment``: the usual body
+    of an experiment kind's runner.
+
+    ``report`` is ``reporter.report`` (progress to the database; raises
+    :class:`ExperimentCancelled` once cancelled). ``record(table, rows)`` stores the rows as
+    :class:`webapp.models.ExperimentRecord` in their own committed transaction before it returns,
+    then calls ``on_record(table, rows)`` (an engine's own mirroring, e.g. tuning records into its
+    tables). On a rerun (a redelivered task) the pipeline is called with ``resume={table: [rows in
+    order]}`` of everything recorded before, so it can skip finished work; on a first run
+    ``resume`` is ``{}``. ``params`` defaults to ``experiment.parameters``. Returns the pipeline's
+    result summary. Rows must be JSON-serialisable dicts (``TypeError`` otherwise).
+    """
+    from django.db import transaction
+    from django.db.models import Max
+
+    from .models import ExperimentRecord
+
+    previous: dict[str, list[dict[str, Any]]] = {}
+    for rec in ExperimentRecord.objects.filter(experiment_id=experiment.pk).order_by("seq"):
+        previous.setdefault(rec.table, []).append(rec.row)
+
+    def record(table: str, rows: list[dict[str, Any]]) -> None:
+        rows = list(rows)
+        if not rows:
+            return
+        if not all(isinstance(r, dict) for r in rows):
+            raise TypeError(f"record({table!r}, rows): every row must be a dict")
+        with transaction.atomic():
+            last = ExperimentRecord.objects.filter(experiment_id=experiment.pk).aggregate(m=Max("seq"))["m"]
+            start = 0 if last is None else last + 1
+            ExperimentRecord.objects.bulk_create([
+                ExperimentRecord(experiment_id=experiment.pk, table=table[:64], seq=start + i, row=row)
+                for i, row in enumerate(rows)])
+        if on_record is not None:
+            on_record(table, rows)
+
+    return pipeline(dict(experiment.parameters if params is None else params),
+                    report=reporter.report, record=record, resume=previous)

@@ -160,3 +160,25 @@ class Experiment(StatefulModel):
 
     def __str__(self) -> str:
         return self.name or f"{self.kind} experiment {self.pk}"
+
+
+class ExperimentRecord(models.Model):
+    """One result row an engine's pipeline handed over through ``record(table, rows)`` (see
+    :mod:`webapp.plug`): committed as soon as it exists, so nothing measured is lost when a worker
+    dies, and given back to the pipeline as ``resume`` when the experiment runs again.
+
+    ``table`` names the kind of row (``"policy_result"``, ``"tuning_round"``, ...); ``seq`` orders
+    rows within an experiment (0, 1, 2, ...); ``row`` is the engine's JSON object."""
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="records")
+    table = models.CharField(max_length=64)
+    seq = models.PositiveIntegerField()
+    row = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["experiment", "seq"]
+        constraints = [models.UniqueConstraint(fields=["experiment", "seq"], name="experiment_record_seq_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.experiment_id}/{self.table}#{self.seq}"

@@ -12,8 +12,10 @@ Every engine has the same three places:
     the work to stop, so long work stops at its next report. ``record(table, rows)`` hands over
     result rows (tuning records, per-job outcomes, learning-curve points, ...) as soon as they
     exist, so a caller can keep them: nothing measured waits for the end of the run. The return
-    value is the JSON-serialisable result summary. Resumable work takes what it already did from
-    ``params`` (for example a work directory) and says so in its docstring.
+    value is the JSON-serialisable result summary. ``resume`` (keyword, default ``None``) is
+    ``{table: rows}`` of everything recorded by an earlier, interrupted run of the same work
+    (:func:`webapp.experiments.run_pipeline` passes it on a redelivery), so a pipeline skips
+    what it already finished instead of starting again from zero.
 
 ``<engine>/experiment.py`` (Django)
     The experiment kind(s): the parameters serializer, the runner ``(experiment, reporter) ->
@@ -44,7 +46,8 @@ class Cancelled(Exception):
 class Pipeline(Protocol):
     """An engine's Django-free entry point (see the module docstring)."""
 
-    def __call__(self, params: Mapping[str, Any], *, report: Report, record: Record) -> dict[str, Any]:
+    def __call__(self, params: Mapping[str, Any], *, report: Report, record: Record,
+                 resume: Mapping[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
         ...
 
 
