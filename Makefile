@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install
+.PHONY: demo serve test install
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -28,3 +28,8 @@ test: $(STAMP)
 # Embedded defaults: SQLite and the filesystem broker under var/, no services needed.
 demo: $(STAMP)
 	$(BIN)/python manage.py demo $(DEMO_ARGS)
+
+# Start the dashboard's web server and a worker again (after `make demo DEMO_ARGS=--no-serve`,
+# or after stopping the demo) without redoing the demo or changing the password.
+serve: $(STAMP)
+	$(BIN)/python manage.py serve $(SERVE_ARGS)

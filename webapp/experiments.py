@@ -46,6 +46,10 @@ class ExperimentKind:
     ``queue``: Celery queue, ``"cpu"`` or ``"gpu"``.
     ``route``: optional ``(parameters) -> queue`` for kinds whose queue depends on the
     parameters (tuning: ``gpu`` for a CUDA target, ``cpu`` otherwise); overrides ``queue``.
+    ``headline``: optional ``(experiment) -> Headline | None``: a succeeded experiment's main
+    figure against its baseline, shown on the landing page and in the demo's summary table.
+    ``page``: optional ``(experiment) -> URL path`` of the engine page that shows it (the
+    experiment list links there; without it, to the result in the API).
     """
 
     kind: str
@@ -53,6 +57,8 @@ class ExperimentKind:
     parameters_serializer: type["Serializer"] | None = None
     queue: str = "cpu"
     route: Callable[[dict[str, Any]], str] | None = None
+    headline: Callable[["Experiment"], "Headline | None"] | None = None
+    page: Callable[["Experiment"], str] | None = None
 
     def queue_for(self, parameters: dict[str, Any]) -> str:
         """The Celery queue of an experiment with these parameters."""
@@ -60,6 +66,34 @@ class ExperimentKind:
         if queue not in ("cpu", "gpu"):
             raise ValueError(f"queue must be 'cpu' or 'gpu', not {queue!r}")
         return queue
+
+
+@dataclass(frozen=True)
+class Headline:
+    """One engine's headline: ``metric`` (e.g. ``"mean JCT"``), our value and the baseline's,
+    already formatted with units (``"11.8 h"``), the baseline's name, and ``ratio`` = ours /
+    baseline (``None`` where a ratio means nothing). ``better`` says which way is good:
+    ``"lower"`` or ``"higher"``."""
+
+    engine: str
+    metric: str
+    ours: str
+    baseline_name: str
+    baseline: str
+    ratio: float | None = None
+    better: str = "lower"
+    note: str = ""
+
+    @property
+    def verdict(self) -> str:
+        """``"better"``, ``"worse"`` or ``"tie"`` (within 2 %) by ``ratio`` and ``better``;
+        ``""`` without a ratio."""
+        if self.ratio is None:
+            return ""
+        if abs(self.ratio - 1.0) <= 0.02:
+            return "tie"
+        good = self.ratio < 1.0 if self.better == "lower" else self.ratio > 1.0
+        return "better" if good else "worse"
 
 
 _REGISTRY: dict[str, ExperimentKind] = {}

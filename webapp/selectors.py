@@ -23,6 +23,53 @@ def experiment_list(*, user) -> QuerySet[Experiment]:
 
 
 @dataclass
+class EngineHeadline:
+    """The latest succeeded experiment of one kind and its headline (``None`` when the kind
+    gives none, or computing it failed: ``error`` says why)."""
+
+    kind: str
+    experiment: Experiment
+    headline: object | None
+    page: str
+    error: str = ""
+
+
+def engine_headlines(*, user) -> list[EngineHeadline]:
+    """For each registered kind, the newest succeeded experiment the user may see, with its
+    headline (:attr:`webapp.experiments.ExperimentKind.headline`) and the page that shows it."""
+    from .experiments import get_experiment_kind, registered_kinds
+
+    out = []
+    for kind in registered_kinds():
+        exp = experiment_list(user=user).filter(kind=kind, state="succeeded").order_by("-finished_at", "-id").first()
+        if exp is None:
+            continue
+        spec = get_experiment_kind(kind)
+        headline, error = None, ""
+        if spec.headline is not None:
+            try:
+                headline = spec.headline(exp)
+            except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError) as err:  # an older result's shape
+                error = f"no headline for this result ({type(err).__name__}: {err})"
+        out.append(EngineHeadline(kind=kind, experiment=exp, headline=headline, page=experiment_page(exp), error=error))
+    return out
+
+
+def experiment_page(exp: Experiment) -> str:
+    """URL path of the page that shows ``exp``: its engine's page when the kind names one,
+    otherwise its result in the API."""
+    from .experiments import UnknownExperimentKind, get_experiment_kind
+
+    try:
+        spec = get_experiment_kind(exp.kind)
+    except UnknownExperimentKind:
+        spec = None
+    if spec is not None and spec.page is not None:
+        return spec.page(exp)
+    return f"/api/v1/experiments/{exp.pk}/result/"
+
+
+@dataclass
 class ClusterSummary:
     """Capacity and current use of one cluster. Memory in MiB, CPU in cores, utilisation in
     percent (mean over GPUs with a reading; ``None`` when none has one)."""

@@ -17,7 +17,9 @@ def figure_html(fig, div_id: str) -> str:
 
 @login_required
 def overview(request):
-    """Cluster overview: nodes, GPUs, capacity, current utilisation, one capacity figure each."""
+    """The landing page: what ran (each engine's latest headline against its baseline, linking
+    to the engine's page), then the clusters (nodes, GPUs, capacity, current utilisation, one
+    capacity figure each) and recent jobs."""
     rows = []
     for s in selectors.cluster_summaries():
         fig = cluster_capacity_figure(
@@ -25,13 +27,15 @@ def overview(request):
         )
         rows.append({"s": s, "figure": figure_html(fig, f"capacity-{s.cluster.pk}")})
     jobs = selectors.job_list(user=request.user)[:10]
-    return render(request, "webapp/overview.html", {"rows": rows, "jobs": jobs})
+    return render(request, "webapp/overview.html",
+                  {"rows": rows, "jobs": jobs, "headlines": selectors.engine_headlines(user=request.user)})
 
 
 @login_required
 def experiments(request):
     """The user's experiments (staff: all) with live progress (polled from the API)."""
-    return render(request, "webapp/experiments.html", {"experiments": selectors.experiment_list(user=request.user)[:100]})
+    rows = [(e, selectors.experiment_page(e)) for e in selectors.experiment_list(user=request.user)[:100]]
+    return render(request, "webapp/experiments.html", {"rows": rows})
 
 
 @login_required

@@ -61,3 +61,58 @@ def test_cluster_detail_lists_nodes_paginated(client, django_user_model):
     assert f"<td>{first}</td>" in html
     last = client.get(f"/clusters/{c.pk}/?page=38").content.decode()
     assert last.count("<tr><td>") == 1897 - 37 * 50
+
+
+@pytest.fixture
+def headline_kind():
+    """A registered kind with a headline and a page, removed again afterwards."""
+    from webapp import experiments as ex
+
+    def headline(exp):
+        r = exp.result
+        return ex.Headline(engine="test engine", metric="mean JCT", ours=f"{r['ours']:.1f} h", baseline_name="FIFO",
+                           baseline=f"{r['fifo']:.1f} h", ratio=r["ours"] / r["fifo"])
+
+    ex.register_experiment_kind(ex.ExperimentKind(kind="test-headline", run=lambda e, r: {}, headline=headline,
+                                                  page=lambda e: f"/test/{e.pk}/"))
+    yield "test-headline"
+    ex._REGISTRY.pop("test-headline", None)
+
+
+def test_landing_page_shows_latest_headline_and_links_to_engine_page(client, django_user_model, headline_kind):
+    from django.utils import timezone
+
+    u = django_user_model.objects.create_user("op", password="pw")
+    old = Experiment.objects.create(owner=u, kind=headline_kind, name="old", state="succeeded", result={"ours": 9.0, "fifo": 10.0},
+                                    finished_at=timezone.now() - timezone.timedelta(hours=1))
+    new = Experiment.objects.create(owner=u, kind=headline_kind, name="new", state="succeeded", result={"ours": 6.0, "fifo": 8.0},
+                                    finished_at=timezone.now())
+    Experiment.objects.create(owner=u, kind="training-probe", name="queued probe")  # not succeeded: not shown
+    client.force_login(u)
+    html = client.get("/").content.decode()
+    assert "6.0 h" in html and "FIFO: 8.0 h" in html and "0.750" in html  # 6 / 8, computed by hand
+    assert "verdict-better" in html and f'href="/test/{new.pk}/"' in html
+    assert "9.0 h" not in html and old.name not in html.split('id="headlines"')[1].split("</section>")[0]
+    assert 'data-kind="training-probe"' not in html
+    # the experiment list links to the engine page when the kind names one, else to the API result
+    listing = client.get("/experiments/").content.decode()
+    assert f'href="/test/{new.pk}/"' in listing
+    probe = Experiment.objects.get(name="queued probe")
+    assert f'href="/api/v1/experiments/{probe.pk}/result/"' in listing
+
+
+def test_landing_page_empty_state_says_why(client, django_user_model):
+    u = django_user_model.objects.create_user("op", password="pw")
+    client.force_login(u)
+    html = client.get("/").content.decode()
+    assert "Nothing has run yet: no experiment has succeeded" in html
+
+
+def test_a_result_without_the_headline_fields_says_so(client, django_user_model, headline_kind):
+    from django.utils import timezone
+
+    u = django_user_model.objects.create_user("op", password="pw")
+    Experiment.objects.create(owner=u, kind=headline_kind, state="succeeded", result={"other": 1}, finished_at=timezone.now())
+    client.force_login(u)
+    html = client.get("/").content.decode()
+    assert "no headline for this result (KeyError: &#x27;ours&#x27;)" in html

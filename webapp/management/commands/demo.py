@@ -1,13 +1,13 @@
 """``manage.py demo``: migrate, create the demo operator, import a real cluster from ``data/``,
-run every registered demo step, then serve the dashboard and a Celery worker until Ctrl-C."""
+run every registered demo step, print each engine's headline against its baseline, then serve
+the dashboard and a Celery worker until Ctrl-C (``manage.py serve`` starts them again later)."""
 from __future__ import annotations
 
+import inspect
 import json
+import logging
 import os
 import secrets
-import signal
-import subprocess
-import sys
 import time
 import traceback
 
@@ -18,6 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from webapp.demo import demo_steps
+from webapp.management.commands.serve import serve
 from webapp.importers import parse_node_file
 from webapp.models import Cluster
 from webapp.services import nodes_import
@@ -36,15 +37,20 @@ class Command(BaseCommand):
     help = "Set up and run the Tandem demo (dashboard at http://127.0.0.1:8000)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--no-serve", action="store_true", help="set up and run the demo steps, then exit")
-        parser.add_argument("--addr", default="127.0.0.1:8000", help="where the web server listens")
-        parser.add_argument("--username", default="operator")
+        parser.add_argument("--no-serve", action="store_true",
+                            help="set up and run the demo steps, then exit (`make serve` starts the server later)")
+        parser.add_argument("--quick", action="store_true",
+                            help="each engine's smallest real run (about 3 minutes in all on a quiet 2-core machine)")
+        parser.add_argument("--addr", default="127.0.0.1:8000", help="host:port the web server listens on (default %(default)s)")
+        parser.add_argument("--username", default="operator", help="the demo operator's user name (default %(default)s)")
         parser.add_argument("--password", default=os.environ.get("TANDEM_DEMO_PASSWORD", ""),
                             help="demo password (default: $TANDEM_DEMO_PASSWORD, else a fresh random one)")
         parser.add_argument("--json", action="store_true", help="print a JSON summary line at the end")
 
     def handle(self, *args, **opts):
         out = self.stdout
+        quiet_libraries()
+        started = time.monotonic()
         call_command("migrate", interactive=False, verbosity=0)
         out.write("database migrated")
 
@@ -64,14 +70,22 @@ class Command(BaseCommand):
                 clusters[name] = nodes_import(cluster_name=name, cluster_kind=kind, specs=specs, progress=bar.update)
             out.write(f"cluster {name}: {len(specs)} nodes, {clusters[name]['gpus']} GPUs (from data/{files[0].split('/')[0]})")
 
-        failed = []
+        failed, step_seconds = [], {}
+        from django.utils import timezone
+
+        demo_start = timezone.now()
         for step in demo_steps():
             out.write(self.style.MIGRATE_HEADING(f"demo step {step.order} {step.name}"))
+            t0 = time.monotonic()
+            kwargs = {"quick": True} if opts["quick"] and "quick" in inspect.signature(step.run).parameters else {}
             try:
-                step.run(owner=user, stdout=out)
+                step.run(owner=user, stdout=out, **kwargs)
             except Exception:  # noqa: BLE001 - one engine's failure must not hide the others
                 failed.append(step.name)
                 out.write(self.style.ERROR(f"demo step {step.name} failed:\n{traceback.format_exc()}"))
+            step_seconds[step.name] = round(time.monotonic() - t0, 1)
+        out.write(summary_table(user=user, since=demo_start, step_seconds=step_seconds,
+                                total_s=time.monotonic() - started))
 
         host = opts["addr"]
         out.write(self.style.SUCCESS(
@@ -80,37 +94,41 @@ class Command(BaseCommand):
         ))
         if opts["json"]:
             out.write(json.dumps({"username": opts["username"], "clusters": clusters,
-                                  "steps": [s.name for s in demo_steps()], "failed_steps": failed}))
+                                  "steps": [s.name for s in demo_steps()], "failed_steps": failed,
+                                  "step_seconds": step_seconds, "total_s": round(time.monotonic() - started, 1)}))
         if opts["no_serve"]:
             if failed:
                 raise CommandError(f"demo steps failed: {', '.join(failed)}")
             return
-        self.serve(host)
+        serve(host, stdout=out, style=self.style)
 
-    def serve(self, addr: str) -> None:
-        """Run the web server and one Celery worker in the foreground; Ctrl-C stops both."""
-        env = dict(os.environ)
-        env.setdefault("DJANGO_SETTINGS_MODULE", os.environ.get("DJANGO_SETTINGS_MODULE", "webapp.settings.dev"))
-        root = str(settings.BASE_DIR)
-        procs = [
-            subprocess.Popen([sys.executable, "manage.py", "runserver", addr, "--noreload"], cwd=root, env=env),
-            subprocess.Popen([sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", "cpu,gpu", "-c", "1",
-                              "-l", "INFO", "--without-mingle", "--without-gossip"], cwd=root, env=env),
-        ]
-        self.stdout.write(self.style.SUCCESS(f"dashboard: http://{addr}/   (Ctrl-C stops the web server and the worker)"))
-        try:
-            while all(p.poll() is None for p in procs):
-                time.sleep(0.5)
-            self.stdout.write(self.style.ERROR("a demo process exited; stopping the other"))
-        except KeyboardInterrupt:
-            self.stdout.write("stopping web server and worker")
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.send_signal(signal.SIGTERM)
-            for p in procs:
-                try:
-                    p.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+
+def quiet_libraries() -> None:
+    """No DEBUG chatter from the libraries the engines use (XGBoost, matplotlib, numba, urllib3,
+    PIL, filelock) in the demo's terminal; Tandem's own INFO lines stay."""
+    for name in ("xgboost", "matplotlib", "numba", "urllib3", "PIL", "filelock", "h5py", "asyncio", "tvm"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def summary_table(*, user, since, step_seconds: dict[str, float], total_s: float) -> str:
+    """The demo's closing table: each engine's headline (its latest experiment run since
+    ``since``) against its baseline, and each step's wall time in seconds."""
+    from webapp.selectors import engine_headlines
+
+    rows = [h for h in engine_headlines(user=user) if h.experiment.created_at >= since]
+    lines = ["", "Summary (each engine's headline against its baseline; lower/higher says which way is better)"]
+    head = f"{'engine':11s} {'figure':34s} {'ours':>14s}  {'baseline':32s} {'ratio':>7s}  verdict"
+    lines += [head, "-" * len(head)]
+    for h in rows:
+        if h.headline is None:
+            lines.append(f"{h.kind:11s} {h.error or 'no headline figure':34s}")
+            continue
+        x = h.headline
+        ratio = f"{x.ratio:7.3f}" if x.ratio is not None else f"{'':7s}"
+        lines.append(f"{x.engine[:11]:11s} {x.metric[:34]:34s} {x.ours[:14]:>14s}  {(x.baseline_name + ' ' + x.baseline)[:32]:32s} "
+                     f"{ratio}  {x.verdict} ({x.better} is better)")
+    if not rows:
+        lines.append("(no experiment succeeded)")
+    lines.append("step wall times: " + ", ".join(f"{k} {v:.0f} s" for k, v in step_seconds.items())
+                 + f"; demo total {total_s:.0f} s")
+    return "\n".join(lines)
