@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -241,6 +243,33 @@ def job_cancel(*, job: "Job") -> "Job":
     return locked
 
 
+def device_note(*, assigned: list[tuple[str, bool]], device: str, worker_node: str) -> str:
+    """Why a job's run differs from its placement, in words for the operator ("" when it does not).
+
+    ``assigned``: one ``(node name, node has a Tandem GPU worker)`` per GPU the scheduler gave the
+    job (a node has a worker once a ``--gpu`` worker has reported it: ``Node.last_heartbeat`` is
+    set); ``device``: where the worker actually ran it (``"cpu"`` or ``"cuda:<i>"``);
+    ``worker_node``: the worker's node name (``TANDEM_NODE_NAME``, default the host name).
+    Imported nodes (a PAI table, Kubernetes ``Node`` objects) have no worker: a job placed on them
+    runs on whichever worker took its task, on that worker's CPU when it has no GPU.
+    """
+    if not assigned:
+        return ""
+    nodes = sorted({name for name, _ in assigned})
+    without = sorted({name for name, has_worker in assigned if not has_worker})
+    parts = []
+    if without:
+        parts.append(f"placed on GPUs of node{'s' if len(without) > 1 else ''} {', '.join(without)}, "
+                     "which no Tandem worker reports (an imported node)")
+    elif worker_node not in nodes:
+        parts.append(f"placed on GPUs of {', '.join(nodes)} but taken by the worker on {worker_node}")
+    if device == "cpu":
+        parts.append(f"it ran on the CPU of worker {worker_node}")
+    elif parts:
+        parts.append(f"it ran on {device} of worker {worker_node}")
+    return "; ".join(parts)
+
+
 def job_run(*, job_id: int) -> "Job":
     """The worker's execution of a job: ``steps`` real SGD steps of torchvision ``model_name``
     at ``batch_size`` on synthetic images (see :func:`webapp.backends.training.train_steps`)
@@ -267,7 +296,7 @@ def job_run(*, job_id: int) -> "Job":
         job.attempts += 1
         job.progress = 0
         job.save()
-        gpus = list(job.gpus.order_by("index"))
+        gpus = list(job.gpus.select_related("node").order_by("index"))
 
     watch = StepWatch(job.steps, interval_s=1.0)
 
@@ -288,6 +317,11 @@ def job_run(*, job_id: int) -> "Job":
             on_step=on_step,
         )
         result = res.as_dict() | {"gpus": [g.pk for g in gpus], "attempt": job.attempts}
+        note = device_note(assigned=[(g.node.name, g.node.last_heartbeat is not None) for g in gpus],
+                           device=device, worker_node=os.environ.get("TANDEM_NODE_NAME", socket.gethostname()))
+        if note:
+            result["note"] = note
+            log.warning("job %s: %s", job_id, note)
     except JobCancelled:
         pass
     except Exception as err:  # noqa: BLE001 - recorded as data on the job

@@ -78,6 +78,10 @@ def test_real_worker_runs_queued_jobs_as_capacity_frees(api, two_gpus, celery_wo
     first_done = min(Job.objects.get(pk=i).finished_at for i in ids[:2])
     # the third (2 GPUs x 2 tasks already taken) was placed only after one of the first two ended
     assert decisions[ids[2]].created_at >= first_done
+    # node n0 has no worker (no GPU report, no heartbeat): each job says where it really ran
+    for i in ids:
+        res = Job.objects.get(pk=i).result
+        assert res["device"] == "cpu" and "node n0, which no Tandem worker reports" in res["note"], res
 
 
 @pytest.mark.django_db(transaction=True)
