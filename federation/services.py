@@ -61,14 +61,16 @@ def federation_plan_compute(params: dict[str, Any]) -> dict:
     client = params.get("client") or None
     kw = dict(contention_weight=float(params.get("contention_weight", 1.0)), client=client)
     plan = orchestrator.plan(app, fed, method=params.get("method", "auto"), pinned=params.get("pinned") or None, **kw)
-    baselines = {name: fn(app, fed, **kw).as_dict() for name, fn in orchestrator.BASELINES.items()}
+    base_plans, unschedulable = orchestrator.run_baselines(app, fed, **kw)
+    baselines = {name: p.as_dict() for name, p in base_plans.items()}
     return {
         "application": app.name, "kind": app.kind, "source": app.source, "derivation": app.notes,
         "services": [{"name": s.name, "tier": s.tier, "replicas": s.replicas, "cpu_per_replica": s.cpu_per_replica, "work_ms": s.work_ms}
                      for s in app.services],
         "edges": [{"caller": e.caller, "callee": e.callee, "calls": e.calls, "payload_bytes": e.payload_bytes} for e in app.edges],
         "federation": federation_summary(fed), "client": client,
-        "plan": plan.as_dict(), "baselines": baselines,
+        "plan": plan.as_dict(), "baselines": baselines, "unschedulable_baselines": unschedulable,
+        "baseline_descriptions": orchestrator.BASELINE_DESCRIPTIONS,
         "karmada_yaml": karmada.propagation_policy_yaml(plan),
     }
 

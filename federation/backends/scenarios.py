@@ -132,8 +132,8 @@ def compare_plans(app_name: str, *, fed: Federation | None = None, client: str =
     sc = SCALES.get(app.name, {})
     app = scaled_application(app, **sc)
     plans = {"orchestrator": orch.plan(app, fed, client=client)}
-    for name, fn in orch.BASELINES.items():
-        plans[name] = fn(app, fed, client=client)
+    base, unschedulable = orch.run_baselines(app, fed, client=client)
+    plans.update(base)
     rate = _rate(app, rate_rps, {})
     runs: dict[str, list] = {m: [] for m in plans}
     total = rounds * len(plans)
@@ -150,4 +150,5 @@ def compare_plans(app_name: str, *, fed: Federation | None = None, client: str =
                     "errors": int(sum(r["errors"] for r in rs)), "runs": rs} for m, rs in runs.items()}
     best = all(measured["orchestrator"]["p95_ms"] < measured[m]["p95_ms"] for m in plans if m != "orchestrator")
     return {"app": app.name, "kind": app.kind, "client": client, "rate_rps": rate, "federation": fed.names,
-            "plans": {m: p.as_dict() for m, p in plans.items()}, "measured": measured, "orchestrator_best": best}
+            "plans": {m: p.as_dict() for m, p in plans.items()}, "unschedulable": unschedulable, "measured": measured,
+            "orchestrator_best": best}

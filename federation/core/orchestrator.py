@@ -16,13 +16,14 @@ cluster (so a PropagationPolicy names one cluster per service).
   least latency given the services already placed) followed by local search (single-service moves,
   ejection chains of two moves, pairwise swaps, until no move improves) and iterated local search
   within a time limit.
-* Baselines: :func:`plan_all_in_one`; :func:`plan_karmada_static` (Karmada
-  ``replicaScheduling: Divided/Weighted`` with a ``staticWeightList``);
-  :func:`plan_karmada_dynamic` (Karmada ``dynamicWeight: AvailableReplicas``: weights = available
-  cores). Karmada's division: ``floor(replicas * w / sum w)`` each, remainders one by one to the
-  largest fractional parts (Karmada ``pkg/util/helper/binding.go``); ties are broken by rotating
-  the cluster order per service, so single-replica services spread over the clusters instead of
-  all landing in the first one.
+* Baselines: :func:`plan_nearest_fit` (everything in the nearest cluster that holds it);
+  :func:`plan_all_in_one`; :func:`plan_karmada_static` (Karmada ``replicaScheduling:
+  Divided/Weighted`` with a ``staticWeightList``); :func:`plan_karmada_dynamic` (Karmada
+  ``dynamicWeight: AvailableReplicas``). Both Karmada baselines divide replicas with Karmada's
+  own algorithm, ported in :mod:`federation.core.division` (Webster / Sainte-Lague, Karmada
+  ``pkg/util/helper/webstermethod.go`` ``AllocateWebsterSeats``), ties included: equal
+  priorities go to the cluster with fewer replicas, then the smaller name, so single-replica
+  services with equal weights all land in the alphabetically first cluster, as in Karmada.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .cost import CostBreakdown, Problem, assignment_matrix, build_problem, evaluate
+from .division import dynamic_weight_division, static_weight_division
 from .model import Application, Federation, FederationError
 
 
@@ -353,24 +355,6 @@ def plan(app: Application, fed: Federation, *, method: str = "auto", exact_limit
 
 # ---- baselines ------------------------------------------------------------------------------
 
-def karmada_divide(replicas: int, weights: list[float], rotate: int = 0) -> list[int]:
-    """Divide ``replicas`` over clusters by ``weights`` (Karmada's weighted division): each gets
-    ``floor(replicas * w / W)``, the rest go one each to the largest fractional parts, ties
-    broken by cluster order rotated by ``rotate``. Raises :class:`FederationError` for
-    negative weights or all-zero weights."""
-    w = np.asarray(weights, float)
-    if np.any(w < 0) or w.sum() <= 0:
-        raise FederationError(f"weights must be >= 0 and not all zero, got {list(weights)}")
-    exact = replicas * w / w.sum()
-    base = np.floor(exact + 1e-9).astype(int)
-    rest = replicas - int(base.sum())
-    C = len(w)
-    order = sorted(range(C), key=lambda i: (-(exact[i] - base[i]), -w[i], (i - rotate) % C))
-    for i in order[:rest]:
-        base[i] += 1
-    return [int(x) for x in base]
-
-
 def _plan_from_counts(prob: Problem, counts: np.ndarray, method: str, why: str) -> Plan:
     names = prob.fed.names
     reps = {s.name: {names[c]: int(counts[i, c]) for c in range(prob.C) if counts[i, c] > 0} for i, s in enumerate(prob.app.services)}
@@ -394,26 +378,95 @@ def plan_all_in_one(app: Application, fed: Federation, *, cluster: str | None = 
     return _plan_from_counts(prob, counts, "all-in-one", f"centralised in {fed.names[c]}")
 
 
-def plan_karmada_static(app: Application, fed: Federation, *, weights: dict[str, float] | None = None,
+def plan_karmada_static(app: Application, fed: Federation, *, weights: dict[str, int] | None = None,
                         contention_weight: float = 1.0, client: str | None = None) -> Plan:
-    """Karmada static weights (default: equal weights for every member)."""
+    """Karmada ``Divided`` / ``Weighted`` with a ``staticWeightList`` (default: weight 1 for
+    every member), divided by Karmada's own algorithm
+    (:func:`federation.core.division.static_weight_division`: Webster). Capacity is not
+    checked, as Karmada's static weights do not (``cost.overload_cores`` shows any overcommit).
+    Raises :class:`FederationError` for an unknown cluster or a non-integer / negative weight."""
     prob = build_problem(app, fed, contention_weight=contention_weight, client=client)
-    w = [float((weights or {}).get(n, 1.0)) for n in fed.names]
     for k in weights or {}:
         fed.index(k)
-    counts = np.array([karmada_divide(s.replicas, w, i) for i, s in enumerate(app.services)])
-    return _plan_from_counts(prob, counts, "karmada-static", f"static weights {dict(zip(fed.names, w))}")
+    w = {n: (weights or {}).get(n, 0 if weights else 1) for n in fed.names}
+    counts = np.zeros((prob.S, prob.C), int)
+    for i, s in enumerate(app.services):
+        for c, n in static_weight_division(s.replicas, w, fed.names).items():
+            counts[i, fed.index(c)] = n
+    return _plan_from_counts(prob, counts, "karmada-static", f"static weights {w} (Webster division, as karmada-scheduler)")
+
+
+def available_replicas(cores: float, cpu_per_replica: float) -> int:
+    """How many more replicas requesting ``cpu_per_replica`` cores fit in ``cores`` free cores
+    (Karmada's general estimator: allocatable minus allocated, divided by the request, floored).
+    A 1e-9 slack keeps 0.3 / 0.1 from flooring to 2."""
+    if cpu_per_replica <= 0:
+        return 10**9
+    return max(0, int(np.floor(cores / cpu_per_replica + 1e-9)))
 
 
 def plan_karmada_dynamic(app: Application, fed: Federation, *, contention_weight: float = 1.0, client: str | None = None) -> Plan:
-    """Karmada dynamic weights by available capacity (cores not taken by contention)."""
+    """Karmada ``dynamicWeight: AvailableReplicas``: each service's replicas divided (Webster,
+    :func:`federation.core.division.dynamic_weight_division`) in proportion to how many of its
+    replicas each cluster still has room for. Services are scheduled one after another in the
+    application's order, each seeing the cores the earlier ones took (as the estimator sees
+    running pods). Raises :class:`FederationError` when a service does not fit (Karmada leaves it
+    unschedulable)."""
     prob = build_problem(app, fed, contention_weight=contention_weight, client=client)
-    w = [round(c.available_cores, 6) for c in fed.clusters]
-    counts = np.array([karmada_divide(s.replicas, w, i) for i, s in enumerate(app.services)])
-    return _plan_from_counts(prob, counts, "karmada-dynamic", f"weights = available cores {dict(zip(fed.names, w))}")
+    free = np.array([c.available_cores for c in fed.clusters], float)
+    counts = np.zeros((prob.S, prob.C), int)
+    for i, s in enumerate(app.services):
+        avail = {n: available_replicas(free[k], s.cpu_per_replica) for k, n in enumerate(fed.names)}
+        try:
+            div = dynamic_weight_division(s.replicas, avail)
+        except FederationError as err:
+            raise FederationError(f"karmada-dynamic: service {s.name!r} is unschedulable: {err}") from None
+        for c, n in div.items():
+            k = fed.index(c)
+            counts[i, k] = n
+            free[k] -= n * s.cpu_per_replica
+    return _plan_from_counts(prob, counts, "karmada-dynamic", "weights = available replicas per cluster, services in order (Webster division)")
 
 
-BASELINES = {"all-in-one": plan_all_in_one, "karmada-static": plan_karmada_static, "karmada-dynamic": plan_karmada_dynamic}
+def plan_nearest_fit(app: Application, fed: Federation, *, contention_weight: float = 1.0, client: str | None = None) -> Plan:
+    """The rule a user would write first: the whole application in the cluster nearest the
+    users (lowest RTT from ``client``; default: the first member) that can hold all of it,
+    ties to the larger free capacity. Raises :class:`FederationError` when no single cluster
+    can hold it (then placement needs a split)."""
+    prob = build_problem(app, fed, contention_weight=contention_weight, client=client)
+    home = fed.index(client) if client else 0
+    need = prob.demand.sum()
+    fits = [c for c in range(prob.C) if need <= prob.capacity[c] + 1e-9]
+    if not fits:
+        raise FederationError(f"nearest-fit: no single cluster holds {need:.2f} cores (largest free: {prob.capacity.max():.2f})")
+    c = min(fits, key=lambda k: (fed.rtt_ms[home, k], -prob.capacity[k]))
+    counts = np.zeros((prob.S, prob.C), int)
+    counts[:, c] = [s.replicas for s in app.services]
+    return _plan_from_counts(prob, counts, "nearest-fit", f"all in {fed.names[c]}, the nearest cluster (RTT {fed.rtt_ms[home, c]:.1f} ms) that holds {need:.2f} cores")
+
+
+BASELINES = {"nearest-fit": plan_nearest_fit, "all-in-one": plan_all_in_one, "karmada-static": plan_karmada_static,
+             "karmada-dynamic": plan_karmada_dynamic}
+
+BASELINE_DESCRIPTIONS = {
+    "nearest-fit": "the whole application in the nearest cluster (RTT from the users) that can hold it",
+    "all-in-one": "the whole application in the users' cluster if it fits, else in the largest cluster (capacity ignored)",
+    "karmada-static": "Karmada staticWeightList, weight 1 per member, Webster division as karmada-scheduler",
+    "karmada-dynamic": "Karmada dynamicWeight AvailableReplicas, Webster division as karmada-scheduler",
+}
+
+
+def run_baselines(app: Application, fed: Federation, **kw) -> tuple[dict[str, Plan], dict[str, str]]:
+    """Every baseline of :data:`BASELINES`: ``(plans, unschedulable)`` where ``unschedulable``
+    maps a baseline that cannot place the application (nearest-fit with no cluster that holds
+    it, Karmada dynamic weights out of room) to the reason."""
+    plans, why = {}, {}
+    for name, fn in BASELINES.items():
+        try:
+            plans[name] = fn(app, fed, **kw)
+        except FederationError as err:
+            why[name] = str(err)
+    return plans, why
 
 
 def brute_force(app: Application, fed: Federation, *, contention_weight: float = 1.0,

@@ -10,7 +10,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from federation.core import applications, karmada, network, orchestrator as orch, synthetic
+from federation.core import applications, division, karmada, network, orchestrator as orch, synthetic
 from federation.core.cost import assignment_matrix, build_problem, evaluate
 from federation.core.model import Application, Edge, Federation, FederationError, MemberCluster, Service
 
@@ -79,26 +79,89 @@ def test_visits_multiply_along_paths():
     assert app.visits() == {"a": 1.0, "b": 2.0, "c": 7.0}
 
 
-@pytest.mark.parametrize("replicas, weights, rotate, expected", [
-    (5, [1, 1], 0, [3, 2]),
-    (4, [2, 1], 0, [3, 1]),        # 2.67, 1.33 -> 2, 1 + remainder to the larger fraction
-    (1, [1, 1, 1], 2, [0, 0, 1]),  # tie broken by the rotated order
-    (6, [0, 1, 2], 0, [0, 2, 4]),
+@pytest.mark.parametrize("replicas, weights, expected", [
+    # karmada#6424: 2 replicas, a=2, b=1. Priorities v/(2s+1): a 2, b 1 -> a (a now 2/3);
+    # b 1 > 2/3 -> b. The old dispenser gave a=2, b=0.
+    (2, {"a": 2, "b": 1}, {"a": 1, "b": 1}),
+    # Wikipedia's Sainte-Lague example (also Karmada's TestAllocateWebsterSeats): 8 seats,
+    # 100k/80k/30k/20k -> 3/3/1/1.
+    (8, {"A": 100_000, "B": 80_000, "C": 30_000, "D": 20_000}, {"A": 3, "B": 3, "C": 1, "D": 1}),
+    # 5 replicas, 1:1: priorities tie at every step; fewer seats first, then name: a, b, a, b, a.
+    (5, {"a": 1, "b": 1}, {"a": 3, "b": 2}),
+    # 1 replica, 3 equal weights: the tie goes to the smallest name.
+    (1, {"x": 1, "y": 1, "z": 1}, {"x": 1}),
+    # weight 0 leaves the cluster out (and never as "weight: 0" in the result).
+    (6, {"a": 0, "b": 1, "c": 2}, {"b": 2, "c": 4}),
+    # no positive weight: every cluster weight 1.
+    (3, {"a": 0, "b": 0}, {"a": 2, "b": 1}),
 ])
-def test_karmada_divide(replicas, weights, rotate, expected):
-    assert orch.karmada_divide(replicas, weights, rotate) == expected
+def test_static_weight_division_is_karmadas(replicas, weights, expected):
+    assert division.static_weight_division(replicas, weights) == expected
 
 
-def test_karmada_divide_rejects_zero_weights():
+def test_karmada_6735_never_takes_a_replica_away_when_scaling_up():
+    """karmada#6735's weights (southcentralus 170, westus 110, eastus2 60). Webster seats in
+    order of v/(2s+1): 170 s, 110 w, 60 e, 56.7 s, 36.7 w | 34 s | 22 w ... so 5 -> s2 w2 e1
+    and 6 -> s3 w2 e1. The old dispenser (floor, remainders in weight order) gave 5 -> 3/2/0
+    and 6 -> 4/1/1: westus lost a replica when the total grew."""
+    w = {"southcentralus": 170, "westus": 110, "eastus2": 60}
+    assert division.static_weight_division(5, w) == {"southcentralus": 2, "westus": 2, "eastus2": 1}
+    assert division.static_weight_division(6, w) == {"southcentralus": 3, "westus": 2, "eastus2": 1}
+    prev = {c: 0 for c in w}
+    for n in range(1, 60):  # house monotone: every cluster keeps what it had
+        cur = division.webster_seats(n, w)
+        assert all(cur[c] >= prev[c] for c in w) and sum(cur.values()) == n
+        prev = cur
+
+
+def test_webster_on_top_of_initial_seats():
+    # a already has 2 of weight 1 (priority 1/5), b none of weight 1 (priority 1): b, b, then
+    # b has 2 (1/5) and ties a at 2 seats: name decides -> a.
+    assert division.webster_seats(3, {"a": 1, "b": 1}, {"a": 2}) == {"a": 3, "b": 2}
+
+
+@pytest.mark.parametrize("bad", [
+    lambda: division.static_weight_division(3, {"a": -1}),
+    lambda: division.static_weight_division(3, {"a": 1.5}),
+    lambda: division.static_weight_division(3, {}),
+    lambda: division.webster_seats(-1, {"a": 1}),
+    lambda: division.dynamic_weight_division(5, {"a": 2, "b": 2}),  # 4 available < 5
+])
+def test_division_rejects_bad_input(bad):
     with pytest.raises(FederationError):
-        orch.karmada_divide(3, [0, 0])
+        bad()
 
 
-def test_dynamic_weights_follow_available_capacity():
+def test_dynamic_weights_follow_available_replicas():
     app = Application("d", [Service("s", 6, 0.1)], [], "s")
     fed = Federation([MemberCluster("A", 4.0, 0.5), MemberCluster("B", 4.0, 0.0)], np.ones((2, 2)), np.ones((2, 2)) * 100)
     p = orch.plan_karmada_dynamic(app, fed)
-    assert p.replicas["s"] == {"A": 2, "B": 4}  # weights 2 and 4 cores
+    # available replicas 2/0.1 = 20 and 4/0.1 = 40; Webster: 40 B, 20 A, 13.3 B, 8 B, 6.7 A, 5.7 B
+    assert p.replicas["s"] == {"A": 2, "B": 4}
+
+
+def test_dynamic_weights_see_earlier_services_and_refuse_what_does_not_fit():
+    # s1 takes 3 x 0.5 of A's 2 cores and B's 1 core: avail A 4, B 2 -> Webster 4 A, 2 B, 1.33 A -> A2 B1
+    # then s2 (1 core each): A has 2 - 1 = 1 core left, B 1 - 0.5 = 0.5: avail 1, 0 -> A1.
+    app = Application("d", [Service("s1", 3, 0.5), Service("s2", 1, 1.0)], [], "s1")
+    fed = Federation([MemberCluster("A", 2.0), MemberCluster("B", 1.0)], np.ones((2, 2)), np.ones((2, 2)) * 100)
+    p = orch.plan_karmada_dynamic(app, fed)
+    assert p.replicas == {"s1": {"A": 2, "B": 1}, "s2": {"A": 1}}
+    big = Application("d", [Service("s1", 3, 0.5), Service("s2", 2, 1.0)], [], "s1")
+    with pytest.raises(FederationError, match="unschedulable"):
+        orch.plan_karmada_dynamic(big, fed)
+
+
+def test_nearest_fit_takes_the_nearest_cluster_that_holds_everything():
+    app = Application("n", [Service("a", 2, 0.5), Service("b", 1, 1.0)], [Edge("a", "b")], "a")  # 2 cores
+    fed = Federation([MemberCluster("home", 1.0), MemberCluster("near", 2.0), MemberCluster("far", 16.0)],
+                     [[0.5, 10, 80], [10, 0.5, 80], [80, 80, 0.5]], np.ones((3, 3)) * 1e4)
+    assert orch.plan_nearest_fit(app, fed, client="home").replicas == {"a": {"near": 2}, "b": {"near": 1}}
+    tiny = Federation([MemberCluster("x", 1.0), MemberCluster("y", 1.0)], [[0.5, 10], [10, 0.5]], np.ones((2, 2)) * 1e4)
+    with pytest.raises(FederationError, match="no single cluster"):
+        orch.plan_nearest_fit(app, tiny, client="x")
+    plans, why = orch.run_baselines(app, tiny, client="x")
+    assert "nearest-fit" in why and "nearest-fit" not in plans and "karmada-static" in plans
 
 
 @pytest.mark.parametrize("bad", [
