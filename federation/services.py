@@ -71,7 +71,7 @@ def federation_plan_compute(params: dict[str, Any]) -> dict:
         "federation": federation_summary(fed), "client": client,
         "plan": plan.as_dict(), "baselines": baselines, "unschedulable_baselines": unschedulable,
         "baseline_descriptions": orchestrator.BASELINE_DESCRIPTIONS,
-        "karmada_yaml": karmada.propagation_policy_yaml(plan),
+        "karmada_yaml": karmada.propagation_policy_yaml(plan, app=app),
     }
 
 

@@ -12,6 +12,7 @@ from django.core.management import call_command
 from django.test import Client
 from rest_framework.test import APIClient
 
+from federation.core import karmada
 from tests.conftest import wait_for
 from webapp.models import Cluster, Experiment, Node
 from webapp.states import State
@@ -79,7 +80,10 @@ def test_plan_and_benchmark_run_on_real_worker(celery_worker_process, api, clien
     assert set(res["plan"]["replicas"]) == {s["name"] for s in res["services"]}
     assert res["plan"]["cost"]["total_ms"] <= min(b["cost"]["total_ms"] for b in res["baselines"].values()) + 1e-6
     docs = list(yaml.safe_load_all(api.get(f"/api/v1/federation/plans/{plan.json()['id']}/karmada/").content))
-    assert {d["spec"]["resourceSelectors"][0]["name"] for d in docs} == set(res["plan"]["replicas"])
+    pols = [d for d in docs if d["kind"] == "PropagationPolicy"]
+    assert {d["spec"]["resourceSelectors"][0]["name"] for d in pols if d["spec"]["resourceSelectors"][0]["kind"] == "Deployment"} \
+        == set(res["plan"]["replicas"])
+    assert all(karmada.validate_policy(d) == [] for d in pols)
     rows = Experiment.objects.get(pk=bench.json()["id"]).result["degradation"]
     lat = {r["x"]: r["p95_ms"] for r in rows if r["sweep"] == "latency"}
     assert lat[40.0] > lat[0.0]  # inference spread over two clusters: each crossing adds 40 ms

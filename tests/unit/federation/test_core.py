@@ -268,18 +268,109 @@ def test_every_application_type_plans():
 
 def test_propagation_policy_structure():
     app, fed = two_cluster_case()
-    plan = orch.plan_karmada_static(app, fed)
-    docs = list(yaml.safe_load_all(karmada.propagation_policy_yaml(plan, namespace="shop")))
-    assert len(docs) == 2
-    for d in docs:
-        assert d["apiVersion"] == "policy.karmada.io/v1alpha1" and d["kind"] == "PropagationPolicy"
-        assert d["metadata"]["namespace"] == "shop"
+    plan = orch.plan_karmada_static(app, fed)  # a and b: 1 replica each, both land in A (Webster tie -> name)
+    docs = list(yaml.safe_load_all(karmada.propagation_policy_yaml(plan, namespace="shop", app=app)))
+    pols = [d for d in docs if d["kind"] == "PropagationPolicy"]
+    assert len(pols) == 2 and not [d for d in docs if d["kind"] == "ServiceExport"]  # nothing crosses clusters
+    for d in pols:
+        assert d["apiVersion"] == "policy.karmada.io/v1alpha1" and d["metadata"]["namespace"] == "shop"
         sel = d["spec"]["resourceSelectors"]
-        assert sel[0]["apiVersion"] == "apps/v1" and sel[0]["kind"] == "Deployment"
+        svc = sel[0]["name"]
+        assert [(s["apiVersion"], s["kind"], s["name"]) for s in sel] == [("apps/v1", "Deployment", svc), ("v1", "Service", svc)]
+        assert d["spec"]["propagateDeps"] is True
         pl = d["spec"]["placement"]
         rs = pl["replicaScheduling"]
         assert rs["replicaSchedulingType"] == "Divided" and rs["replicaDivisionPreference"] == "Weighted"
         weights = rs["weightPreference"]["staticWeightList"]
         assert [w["targetCluster"]["clusterNames"][0] for w in weights] == pl["clusterAffinity"]["clusterNames"]
-        svc = sel[0]["name"]
         assert {w["targetCluster"]["clusterNames"][0]: w["weight"] for w in weights} == plan.replicas[svc]
+        assert karmada.validate_policy(d) == []
+
+
+def _fed3() -> Federation:
+    return Federation([MemberCluster("A", 3.0, 0.1), MemberCluster("B", 64.0, 0.2), MemberCluster("C", 2.0)],
+                      [[0.5, 30, 60], [30, 0.5, 40], [60, 40, 0.5]], np.ones((3, 3)) * 1e4)
+
+
+def test_every_exported_policy_is_crd_valid_and_never_weight_zero():
+    """Every built-in application, planned by the orchestrator and every baseline that can place
+    it, exports only policies the CRD schema and Karmada's webhook rules accept."""
+    fed = _fed3()
+    n = 0
+    for name in applications.known_applications():
+        app = applications.get_application(name)
+        plans, _ = orch.run_baselines(app, fed, client="A")
+        plans["orchestrator"] = orch.plan(app, fed, client="A")
+        for plan in plans.values():
+            for d in karmada.propagation_policies(plan, app=app):
+                assert karmada.validate_policy(d) == [], (name, plan.method, d["metadata"]["name"])
+                for w in (d["spec"]["placement"].get("replicaScheduling") or {}).get("weightPreference", {}).get("staticWeightList", []):
+                    assert w["weight"] >= 1
+                n += 1
+    assert n > 50
+
+
+def test_exported_weights_reproduce_the_split_under_karmadas_division():
+    # 7 replicas spread 4/2/1: Karmada divides 7 by weights 4:2:1 (Webster) back into 4/2/1.
+    app = Application("w", [Service("s", 7, 0.1)], [], "s")
+    plan = orch.Plan("w", "test", {"s": {"A": 4, "B": 2, "C": 1}}, orch.plan_all_in_one(app, _fed3()).cost)
+    (pol,) = karmada.propagation_policies(plan)
+    wl = pol["spec"]["placement"]["replicaScheduling"]["weightPreference"]["staticWeightList"]
+    weights = {w["targetCluster"]["clusterNames"][0]: w["weight"] for w in wl}
+    assert division.static_weight_division(7, weights) == {"A": 4, "B": 2, "C": 1}
+    assert pol["spec"]["placement"]["spreadConstraints"] == [{"spreadByField": "cluster", "minGroups": 3, "maxGroups": 3}]
+
+
+def test_zero_replica_clusters_are_dropped_not_weighted_zero():
+    app = Application("z", [Service("s", 2, 0.1)], [], "s")
+    plan = orch.Plan("z", "test", {"s": {"A": 2, "B": 0}}, orch.plan_all_in_one(app, _fed3()).cost)
+    (pol,) = karmada.propagation_policies(plan)
+    assert pol["spec"]["placement"]["clusterAffinity"]["clusterNames"] == ["A"]
+    assert "spreadConstraints" not in pol["spec"]["placement"]
+    with pytest.raises(FederationError, match="no replicas"):
+        karmada.propagation_policies(orch.Plan("z", "test", {"s": {"A": 0}}, plan.cost))
+
+
+def test_services_called_across_clusters_are_exported_and_imported():
+    app = Application("x", [Service("a"), Service("b")], [Edge("a", "b")], "a")
+    plan = orch.Plan("x", "test", {"a": {"A": 1}, "b": {"B": 1}}, orch.plan_all_in_one(app, _fed3()).cost)
+    docs = list(yaml.safe_load_all(karmada.propagation_policy_yaml(plan, app=app)))
+    assert [d["kind"] for d in docs].count("ServiceExport") == 1
+    by_name = {d["metadata"]["name"]: d for d in docs if d["kind"] == "PropagationPolicy"}
+    assert by_name["x-b-export"]["spec"]["placement"]["clusterAffinity"]["clusterNames"] == ["B"]
+    assert by_name["x-b-import"]["spec"]["placement"]["clusterAffinity"]["clusterNames"] == ["A"]
+    assert by_name["x-b-import"]["spec"]["resourceSelectors"][0]["kind"] == "ServiceImport"
+    assert all(karmada.validate_policy(d) == [] for d in by_name.values())
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda p: p["spec"]["placement"]["replicaScheduling"]["weightPreference"]["staticWeightList"][0].update(weight=0), "minimum"),
+    (lambda p: p["spec"].update(resourceSelectors=[]), "resourceSelectors"),
+    (lambda p: p["spec"]["resourceSelectors"][0].pop("kind"), "kind"),
+    (lambda p: p["spec"]["placement"]["replicaScheduling"].update(replicaDivisionPreference="Even"), "Even"),
+    (lambda p: p["spec"]["placement"].update(spreadConstraint=[]), "spreadConstraint"),  # misspelt field
+    (lambda p: p["spec"]["placement"].update(spreadConstraints=[{"spreadByField": "region", "minGroups": 2}]), "cluster"),
+    (lambda p: p["spec"]["placement"].update(spreadConstraints=[{"spreadByField": "cluster", "minGroups": 3, "maxGroups": 2}]), "maxGroups"),
+    (lambda p: p["spec"]["placement"].update(spreadConstraints=[{"spreadByField": "cluster", "spreadByLabel": "x"}]), "co-exist"),
+    (lambda p: p["metadata"].update(name="Not_A_Name"), "name"),
+])
+def test_validator_rejects_what_karmada_rejects(mutate, message):
+    app = Application("v", [Service("s", 3, 0.1)], [], "s")
+    plan = orch.Plan("v", "test", {"s": {"A": 2, "B": 1}}, orch.plan_all_in_one(app, _fed3()).cost)
+    (pol,) = karmada.propagation_policies(plan)
+    assert karmada.validate_policy(pol) == []
+    mutate(pol)
+    errs = karmada.validate_policy(pol)
+    assert errs and any(message in e for e in errs), errs
+
+
+def test_unreachable_cluster_replicas_get_tolerations():
+    app = Application("u", [Service("s", 2, 0.1), Service("t", 1, 0.1)], [], "s")
+    plan = orch.Plan("u", "test", {"s": {"A": 1, "B": 1}, "t": {"C": 1}}, orch.plan_all_in_one(app, _fed3()).cost)
+    pols = {p["metadata"]["name"]: p for p in karmada.propagation_policies(plan, unreachable={"A"})}
+    tol = pols["u-s"]["spec"]["placement"]["clusterTolerations"]
+    assert {(t["key"], t["effect"]) for t in tol} == {("cluster.karmada.io/unreachable", "NoExecute"), ("cluster.karmada.io/not-ready", "NoExecute")}
+    assert all("tolerationSeconds" not in t for t in tol)  # tolerate for as long as it lasts: no eviction
+    assert "clusterTolerations" not in pols["u-t"]["spec"]["placement"]
+    assert all(karmada.validate_policy(p) == [] for p in pols.values())
+
