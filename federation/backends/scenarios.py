@@ -16,6 +16,7 @@ Both drive real processes through :class:`federation.backends.harness.Harness`.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -152,3 +153,150 @@ def compare_plans(app_name: str, *, fed: Federation | None = None, client: str =
     return {"app": app.name, "kind": app.kind, "client": client, "rate_rps": rate, "federation": fed.names,
             "plans": {m: p.as_dict() for m, p in plans.items()}, "unschedulable": unschedulable, "measured": measured,
             "orchestrator_best": best}
+
+
+# ---- scenarios where placement is a real decision ---------------------------------------------
+
+@dataclass
+class Scenario:
+    """One comparison case: application, federation (Skyplane RTTs by region), where the users
+    are (``client``), per-service constraints (``pinned`` service -> cluster, ``min_clusters``
+    service -> clusters its replicas must span) and the CPU set of each cluster in the harness.
+    ``expect``: what should happen ("split pays" or "no split pays"), stated before measuring."""
+
+    name: str
+    app: Application
+    fed: Federation
+    client: str
+    cpu_map: dict[str, list[int]]
+    pinned: dict[str, str] = field(default_factory=dict)
+    min_clusters: dict[str, int] = field(default_factory=dict)
+    expect: str = ""
+    description: str = ""
+
+    def constraints(self) -> dict:
+        return {"pinned": dict(self.pinned) or None, "min_clusters": dict(self.min_clusters) or None}
+
+
+def _fed(cores: tuple[float, float, float], contention: tuple[float, float, float] = (0.0, 0.0, 0.0)) -> Federation:
+    regions = [c.region for c in COMPARISON_CLUSTERS]
+    return federation_from_skyplane([MemberCluster(n, k, r, reg) for n, k, r, reg in zip(("home", "near", "hub"), cores, contention, regions)])
+
+
+def split_scenarios(app_name: str = "hotelReservation") -> list[Scenario]:
+    """The comparison cases on :data:`COMPARISON_CLUSTERS`' regions (users in aws:eu-west-1 =
+    ``home``; ``near`` azure:westeurope, RTT 20.2 ms; ``hub`` aws:us-east-1, RTT 84.9 ms):
+
+    * ``fits-near``: home 1 core, near 4, hub 16: the application (2.2 cores for
+      hotelReservation) fits the near cluster, so nearest-fit is already the best plan: a tie is
+      the right answer.
+    * ``capacity``: home 1 core, near 1.4, hub 16: no European cluster holds it, together they
+      do; nearest-fit must cross the Atlantic.
+    * ``pinned-data``: as fits-near, but every data store (tier ``db``) is pinned to the hub (data
+      residency): which services follow their data is the decision.
+    * ``contention``: near has 10 cores at contention 0.75 (2.5 free, it fits), hub idle: compute
+      in near is stretched 4x.
+    * ``spread``: as fits-near, app-tier services run 2 replicas that must span 2 clusters
+      (availability); the orchestrator chooses which two.
+    """
+    app = scaled_application(get_application(app_name), **SCALES.get(app_name, {}))
+    cpu = {"home": [0], "near": [1], "hub": [1]}
+    out = [
+        Scenario("fits-near", app, _fed((1.0, 4.0, 16.0)), "home", cpu, expect="no split pays",
+                 description="home 1 core, near 4, hub 16: the application fits near"),
+        Scenario("capacity", app, _fed((1.0, 1.4, 16.0)), "home", cpu, expect="split pays",
+                 description="home 1 core, near 1.4, hub 16: no European cluster holds it alone"),
+        Scenario("pinned-data", app, _fed((1.0, 4.0, 16.0)), "home", cpu, expect="following the data pays",
+                 pinned={s.name: "hub" for s in app.services if s.tier == "db"},
+                 description="as fits-near, data stores pinned to the hub (us-east-1)"),
+        Scenario("contention", app, _fed((1.0, 10.0, 16.0), (0.0, 0.75, 0.0)), "home", {"home": [0], "near": [1], "hub": [0]},
+                 expect="avoiding the contended cluster pays", description="near 10 cores at contention 0.75 (hogs on its CPU), hub idle"),
+    ]
+    from dataclasses import replace
+
+    two = Application(app.name, [replace(s, replicas=2) if s.tier == "app" else s for s in app.services], app.edges, app.entry,
+                      app.kind, app.source, list(app.notes))
+    out.append(Scenario("spread", two, _fed((1.0, 4.0, 16.0)), "home", cpu, expect="split required",
+                        min_clusters={s.name: 2 for s in two.services if s.tier == "app"},
+                        description="as fits-near, app-tier services 2 replicas over 2 clusters"))
+    return out
+
+
+def binding_constraints(scn: Scenario) -> dict[str, dict]:
+    """Which constraint binds the orchestrator's plan: re-plan with each one relaxed (capacity
+    x100, pins dropped, spread dropped, contention zeroed) and compare the expected latency.
+    ``{constraint: {planned_ms, relaxed_ms, binds}}`` for the constraints present; ``binds`` when
+    relaxing it lowers the expected latency by more than 1 %."""
+    base = orch.plan(scn.app, scn.fed, client=scn.client, **scn.constraints()).cost.total_ms
+    out = {}
+    cases = {"capacity": (replace_fed(scn.fed, cores=100.0), scn.constraints())}
+    if scn.pinned:
+        cases["pinned"] = (scn.fed, {**scn.constraints(), "pinned": None})
+    if scn.min_clusters:
+        cases["spread"] = (scn.fed, {**scn.constraints(), "min_clusters": None})
+    if any(c.contention > 0 for c in scn.fed.clusters):
+        cases["contention"] = (replace_fed(scn.fed, contention=0.0), scn.constraints())
+    for k, (fed, cons) in cases.items():
+        relaxed = orch.plan(scn.app, fed, client=scn.client, **cons).cost.total_ms
+        out[k] = {"planned_ms": round(base, 3), "relaxed_ms": round(relaxed, 3), "binds": relaxed < base * 0.99}
+    return out
+
+
+def replace_fed(fed: Federation, *, cores: float | None = None, contention: float | None = None) -> Federation:
+    """A copy of ``fed`` with every cluster's capacity multiplied by ``cores`` and/or contention
+    set to ``contention``."""
+    ms = [MemberCluster(c.name, c.capacity_cores * (cores or 1.0), c.contention if contention is None else contention, c.region)
+          for c in fed.clusters]
+    return Federation(ms, fed.rtt_ms, fed.bandwidth_mbps)
+
+
+def compare_scenario(scn: Scenario, *, rounds: int = 3, rate_rps: float = 4.0, duration_s: float = 2.0, warmup_s: float = 0.3,
+                     progress: Progress | None = None) -> dict:
+    """Plan ``scn`` with the orchestrator and every baseline that can place it, run each plan in
+    the harness ``rounds`` times (interleaved, seeds 0..rounds-1, contention injected), and
+    return ``{scenario, expect, binding, plans, unschedulable, measured: {method: {p95_ms
+    (median), p95_min, p95_max, p95_runs, errors, meets_spread}}, best_baseline, ratio,
+    verdict}``. The best baseline is the lowest median p95 among baselines that meet the spread
+    requirement, fit the clusters' capacity and had no errors. ``verdict``: "beats" when the orchestrator's worst round is below the best
+    baseline's best round, "loses" the other way round, else "ties" (the ranges overlap)."""
+    cons = scn.constraints()
+    plans = {"orchestrator": orch.plan(scn.app, scn.fed, client=scn.client, **cons)}
+    base, unschedulable = orch.run_baselines(scn.app, scn.fed, client=scn.client, **cons)
+    plans.update(base)
+    rate = _rate(scn.app, rate_rps, {})
+    runs: dict[str, list] = {m: [] for m in plans}
+    total, k = rounds * len(plans), 0
+    for rnd in range(rounds):
+        for m, p in plans.items():
+            r = run_scenario(scn.app, scn.fed, p.replicas, client=scn.client, cpu_map=scn.cpu_map, rate_rps=rate,
+                             duration_s=duration_s, warmup_s=warmup_s, seed=rnd, contention=True)
+            runs[m].append(r.as_dict())
+            k += 1
+            if progress:
+                progress(100.0 * k / total, f"{scn.name} {m}: p95 {r.p95_ms:.1f} ms")
+
+    def meets(p) -> bool:
+        return all(len(p.replicas[s]) >= n for s, n in scn.min_clusters.items())
+
+    measured = {m: {"p95_ms": float(np.median([r["p95_ms"] for r in rs])), "p95_min": float(min(r["p95_ms"] for r in rs)),
+                    "p95_max": float(max(r["p95_ms"] for r in rs)), "p95_runs": [round(r["p95_ms"], 2) for r in rs],
+                    "p50_ms": float(np.median([r["p50_ms"] for r in rs])), "errors": int(sum(r["errors"] for r in rs)),
+                    "expected_ms": plans[m].cost.total_ms, "meets_spread": meets(plans[m]),
+                    "fits": not any(plans[m].cost.overload_cores)} for m, rs in runs.items()}
+    # a plan asking a cluster for more cores than it has would leave pods Pending in a real
+    # member cluster; the harness runs them anyway (its clusters are CPU sets, not quotas), so
+    # such plans are measured but are not eligible as "best baseline"
+    eligible = [m for m in plans if m != "orchestrator" and measured[m]["meets_spread"] and measured[m]["fits"]
+                and measured[m]["errors"] == 0]
+    best = min(eligible, key=lambda m: measured[m]["p95_ms"]) if eligible else None
+    o = measured["orchestrator"]
+    if best is None:
+        verdict, ratio = "no eligible baseline", None
+    else:
+        b = measured[best]
+        ratio = o["p95_ms"] / b["p95_ms"]
+        verdict = "beats" if o["p95_max"] < b["p95_min"] else "loses" if o["p95_min"] > b["p95_max"] else "ties"
+    return {"scenario": scn.name, "app": scn.app.name, "expect": scn.expect, "description": scn.description,
+            "binding": binding_constraints(scn), "rate_rps": rate, "rounds": rounds,
+            "plans": {m: p.as_dict() for m, p in plans.items()}, "unschedulable": unschedulable, "measured": measured,
+            "best_baseline": best, "ratio": None if ratio is None else round(ratio, 3), "verdict": verdict}

@@ -148,7 +148,8 @@ def test_demo_step_plans_and_runs_the_harness(user):
     # every baseline that can place the application (the others say why not)
     assert len(bench.result["degradation"]) == 4
     cmp0 = bench.result["comparisons"][0]
-    assert set(cmp0["measured"]) == {"orchestrator", "nearest-fit", "all-in-one", "karmada-static", "karmada-dynamic"} - set(cmp0["unschedulable"])
+    assert set(cmp0["measured"]) == {"orchestrator", "nearest-fit", "all-in-one", "karmada-static", "karmada-dynamic", "karmada-spread"} \
+        - set(cmp0["unschedulable"])
     assert "see /federation/" in text
     assert {p.pid for p in harness_procs()} - before == set()
     client = Client()

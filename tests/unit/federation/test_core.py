@@ -374,3 +374,56 @@ def test_unreachable_cluster_replicas_get_tolerations():
     assert "clusterTolerations" not in pols["u-t"]["spec"]["placement"]
     assert all(karmada.validate_policy(p) == [] for p in pols.values())
 
+
+
+def _line3() -> Federation:
+    # A (users), B 10 ms away, C 50 ms away; 1000 Mbit/s everywhere
+    return Federation([MemberCluster("A", 1.0), MemberCluster("B", 1.0), MemberCluster("C", 8.0)],
+                      [[0.5, 10, 50], [10, 0.5, 50], [50, 50, 0.5]], np.ones((3, 3)) * 1000.0)
+
+
+def test_spread_puts_the_second_replica_in_the_next_nearest_cluster():
+    # one service, 2 replicas, must span 2 clusters. Cost = client link to the entry's replicas:
+    # {A, B}: 0.5 * (0.5 + d) + 0.5 * (10 + d) with d = 2048 B * 8 / 1000 Mbit/s / 1000 = 0.016384 ms
+    app = Application("s", [Service("s", 2, 0.1, 0.0)], [], "s")
+    p = orch.plan(app, _line3(), client="A", min_clusters={"s": 2})
+    assert p.replicas["s"] == {"A": 1, "B": 1}
+    assert p.cost.total_ms == pytest.approx(0.5 * (0.5 + 0.016384) + 0.5 * (10 + 0.016384))
+    with pytest.raises(FederationError, match="cannot span"):
+        orch.plan(app, _line3(), client="A", min_clusters={"s": 3})  # 2 replicas cannot span 3 clusters
+    with pytest.raises(FederationError, match="unknown service"):
+        orch.plan(app, _line3(), client="A", min_clusters={"zz": 2})
+
+
+def test_spread_respects_capacity():
+    # A and B hold 1 core each; 4 replicas of 0.5 cores must span 3 clusters: A and B can take 2
+    # each, the spread needs C too, and no cluster may exceed its cores.
+    app = Application("s", [Service("s", 4, 0.5, 1.0)], [], "s")
+    p = orch.plan(app, _line3(), client="A", min_clusters={"s": 3})
+    assert len(p.replicas["s"]) == 3 and sum(p.replicas["s"].values()) == 4
+    assert not any(p.cost.overload_cores)
+
+
+def test_karmada_spread_selects_by_available_replicas_and_splits_evenly():
+    # available replicas of 0.1-core pods: A 10, B 10, C 80 -> top 2: C (80), then A (10, name before B)
+    app = Application("s", [Service("s", 3, 0.1, 1.0)], [], "s")
+    p = orch.plan_karmada_spread(app, _line3(), client="A", min_clusters={"s": 2})
+    # equal weights, 3 replicas (Webster): A and C tie at 1 with 0 seats -> A (name); C (1 > 1/3);
+    # A and C tie at 1/3 with 1 seat each -> A. So A 2, C 1.
+    assert p.replicas["s"] == {"A": 2, "C": 1}
+
+
+def test_nearest_fit_keeps_pins_and_fills_the_nearest_cluster():
+    app = Application("p", [Service("web", 1, 0.5), Service("db", 1, 0.5, tier="db")], [Edge("web", "db")], "web")
+    p = orch.plan_nearest_fit(app, _line3(), client="A", pinned={"db": "C"})
+    assert p.replicas == {"web": {"A": 1}, "db": {"C": 1}}
+
+
+def test_binding_constraints_name_what_binds():
+    from federation.backends.scenarios import binding_constraints, split_scenarios
+
+    by = {s.name: s for s in split_scenarios()}
+    assert binding_constraints(by["capacity"])["capacity"]["binds"]
+    b = binding_constraints(by["pinned-data"])
+    assert b["pinned"]["binds"] and not b["capacity"]["binds"]
+    assert binding_constraints(by["spread"])["spread"]["binds"]
