@@ -30,8 +30,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from federation.backends.scenarios import compare_scenario, degradation_sweep, split_scenarios  # noqa: E402
+from federation import pipeline  # noqa: E402
 from federation.core import orchestrator as orch  # noqa: E402
+from webapp.plug import Collect, no_report  # noqa: E402
 from federation.core.synthetic import random_application, random_federation  # noqa: E402
 
 
@@ -74,9 +75,13 @@ def main() -> None:
     if "degradation" in parts:
         lats = [0.0, 20.0, 50.0] if a.quick else [0.0, 10.0, 25.0, 50.0, 100.0]
         cons = [0.0, 0.5, 0.8] if a.quick else [0.0, 0.25, 0.5, 0.75, 0.9]
-        deg = degradation_sweep(["hotelReservation", "batch-training", "inference"], latencies_ms=lats, contentions=cons,
-                                rate_rps=4.0, duration_s=a.duration)
-    comps = [compare_scenario(scn, rounds=a.rounds, duration_s=a.duration) for scn in split_scenarios()] if "scenarios" in parts else []
+        deg = pipeline.run({"task": "benchmark", "applications": ["hotelReservation", "batch-training", "inference"], "latencies_ms": lats,
+                            "contentions": cons, "rate_rps": 4.0, "duration_s": a.duration, "compare": False},
+                           report=no_report, record=Collect())["degradation"]
+    comps = []
+    if "scenarios" in parts:
+        comps = pipeline.run({"task": "scenarios", "rounds": a.rounds, "duration_s": a.duration, "rate_rps": 4.0},
+                             report=no_report, record=Collect())["scenarios"]
 
     out = ROOT / "bench" / "out"
     out.mkdir(parents=True, exist_ok=True)

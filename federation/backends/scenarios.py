@@ -2,8 +2,8 @@
 
 * :func:`degradation_sweep` (Lindsay et al., IEEE JCC 2021, section V): per application type,
   p95 latency against a centralised baseline (all services in one uncontended cluster), when
-  (a) the application is spread over two member clusters by Karmada static equal weights and the
-  link between them has RTT ``L`` (latency sweep), and (b) it stays in one cluster whose CPU set
+  (a) the application is spread over two member clusters (:func:`two_cluster_spread`: services
+  alternate, replicas halved) and the link between them has RTT ``L`` (latency sweep), and (b) it stays in one cluster whose CPU set
   carries injected contention ``rho`` (contention sweep). Degradation factor = p95 / p95 of the
   sweep's own x=0 baseline measured in the same run: for the latency sweep the same two-cluster
   spread with RTT 0 ms, for the contention sweep the centralised, uncontended cluster. The x=0
@@ -53,6 +53,22 @@ def scaled_application(app: Application, *, work_scale: float = 1.0, payload_sca
                        app.entry, app.kind, app.source, list(app.notes))
 
 
+def two_cluster_spread(app: Application, clusters: tuple[str, str] = ("A", "B")) -> dict[str, dict[str, int]]:
+    """The latency sweep's spread deployment: service ``k`` (application order) has
+    ``replicas // 2`` replicas in each cluster and the odd one in ``clusters[k % 2]``, so
+    single-replica services alternate between the two and every call graph edge between
+    neighbours crosses. (Karmada's own equal-weight division would put every single-replica
+    service in the alphabetically first cluster, Webster ties going to the smaller name, and
+    spread nothing.)"""
+    out = {}
+    for k, s in enumerate(app.services):
+        half, odd = divmod(s.replicas, 2)
+        reps = {clusters[0]: half, clusters[1]: half}
+        reps[clusters[k % 2]] += odd
+        out[s.name] = {c: n for c, n in reps.items() if n > 0}
+    return out
+
+
 def _rate(app: Application, rate_rps: float, scale: dict) -> float:
     visits = app.visits()
     cpu_ms = sum(visits[s.name] * s.work_ms for s in app.services) * scale.get("work_scale", 1.0)
@@ -63,7 +79,8 @@ def degradation_sweep(app_names: list[str], *, latencies_ms: list[float] = (0.0,
                       contentions: list[float] = (0.0, 0.5, 0.8), rate_rps: float = 4.0, duration_s: float = 2.0,
                       warmup_s: float = 0.3, progress: Progress | None = None) -> list[dict]:
     """Rows ``{app, kind, sweep: "latency"|"contention", x, p50_ms, p95_ms, baseline_p95_ms,
-    central_p95_ms, factor, errors}``; ``x`` is RTT in ms or contention 0-1; ``factor`` =
+    central_p95_ms, factor, errors, achieved_contention, hog_share}`` (contention rows with
+    ``x > 0`` also ``reached`` and ``note``, :func:`contention_note`); ``x`` is RTT in ms or contention 0-1; ``factor`` =
     ``p95_ms / baseline_p95_ms`` where the baseline is the sweep's x=0 scenario (module
     docstring), measured once per application and reused for the x=0 row (factor 1.0).
     Raises :class:`FederationError` for a contention outside [0, 1) or a negative RTT."""
@@ -95,17 +112,22 @@ def degradation_sweep(app_names: list[str], *, latencies_ms: list[float] = (0.0,
         kw = dict(rate_rps=rate, duration_s=duration_s, warmup_s=warmup_s, client="A", cpu_map={"A": [0], "B": [1]}, **sc)
         central = run_scenario(app, fed2(0.0), one, **kw)  # contention baseline (x = 0)
         tick(f"{app.name}: centralised p95 {central.p95_ms:.1f} ms")
-        spread0 = run_scenario(app, fed2(0.0), orch.plan_karmada_static(app, fed2(0.0)).replicas, **kw)  # latency baseline
+        spread0 = run_scenario(app, fed2(0.0), two_cluster_spread(app), **kw)  # latency baseline
         tick(f"{app.name}: spread at RTT 0 ms p95 {spread0.p95_ms:.1f} ms")
 
         def row(sweep: str, x: float, r, base) -> dict:
-            return {"app": app.name, "kind": app.kind, "sweep": sweep, "x": x, "p50_ms": r.p50_ms, "p95_ms": r.p95_ms,
-                    "baseline_p95_ms": base.p95_ms, "central_p95_ms": central.p95_ms,
-                    "factor": r.p95_ms / base.p95_ms, "errors": r.errors}
+            seen = r.contention.get("A", {})
+            out = {"app": app.name, "kind": app.kind, "sweep": sweep, "x": x, "p50_ms": r.p50_ms, "p95_ms": r.p95_ms,
+                   "baseline_p95_ms": base.p95_ms, "central_p95_ms": central.p95_ms,
+                   "factor": r.p95_ms / base.p95_ms, "errors": r.errors,
+                   "achieved_contention": seen.get("achieved"), "hog_share": seen.get("hog_share")}
+            if sweep == "contention" and x > 0:
+                out.update(contention_note(x, seen.get("achieved")))
+            return out
 
         for L in latencies_ms:
             f = fed2(L)
-            r = spread0 if L == 0 else run_scenario(app, f, orch.plan_karmada_static(app, f).replicas, **kw)
+            r = spread0 if L == 0 else run_scenario(app, f, two_cluster_spread(app), **kw)
             rows.append(row("latency", L, r, spread0))
             tick(f"{app.name}: RTT {L:g} ms -> x{rows[-1]['factor']:.2f}")
         for rho in contentions:
@@ -113,6 +135,18 @@ def degradation_sweep(app_names: list[str], *, latencies_ms: list[float] = (0.0,
             rows.append(row("contention", rho, r, central))
             tick(f"{app.name}: contention {rho:g} -> x{rows[-1]['factor']:.2f}")
     return rows
+
+
+def contention_note(target: float, achieved: float | None, tolerance: float = 0.05) -> dict:
+    """``{reached, note}``: whether the application saw the target contention (within
+    ``tolerance``), and if not, a sentence that says so (the sweep's factor is then the factor
+    of the achieved contention, not of the target)."""
+    if achieved is None:
+        return {"reached": False, "note": f"target {target:g}: the application never ran in the contended cluster"}
+    if achieved >= target - tolerance:
+        return {"reached": True, "note": ""}
+    return {"reached": False, "note": f"target {target:g} not reached: the application waited for the CPU {achieved:.0%} of its runnable "
+                                      f"time (expected stretch {1 / (1 - target):.2f}x, achieved {1 / (1 - achieved):.2f}x)"}
 
 
 def comparison_federation() -> Federation:
@@ -222,6 +256,11 @@ def split_scenarios(app_name: str = "hotelReservation") -> list[Scenario]:
     return out
 
 
+def _median_or_none(xs: list) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return round(float(np.median(xs)), 4) if xs else None
+
+
 def binding_constraints(scn: Scenario) -> dict[str, dict]:
     """Which constraint binds the orchestrator's plan: re-plan with each one relaxed (capacity
     x100, pins dropped, spread dropped, contention zeroed) and compare the expected latency.
@@ -282,7 +321,10 @@ def compare_scenario(scn: Scenario, *, rounds: int = 3, rate_rps: float = 4.0, d
                     "p95_max": float(max(r["p95_ms"] for r in rs)), "p95_runs": [round(r["p95_ms"], 2) for r in rs],
                     "p50_ms": float(np.median([r["p50_ms"] for r in rs])), "errors": int(sum(r["errors"] for r in rs)),
                     "expected_ms": plans[m].cost.total_ms, "meets_spread": meets(plans[m]),
-                    "fits": not any(plans[m].cost.overload_cores)} for m, rs in runs.items()}
+                    "fits": not any(plans[m].cost.overload_cores),
+                    "contention": {c: {"target": rs[0]["contention"][c]["target"],
+                                       "achieved": _median_or_none([r["contention"][c]["achieved"] for r in rs])}
+                                   for c in rs[0]["contention"]}} for m, rs in runs.items()}
     # a plan asking a cluster for more cores than it has would leave pods Pending in a real
     # member cluster; the harness runs them anyway (its clusters are CPU sets, not quotas), so
     # such plans are measured but are not eligible as "best baseline"

@@ -3,6 +3,8 @@ the dashboard page; ``manage.py fedbench``."""
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from io import StringIO
 
 import psutil
@@ -38,11 +40,27 @@ def api(user):
     return client
 
 
+# Every process started under this test module carries this token in its environment (the
+# harness passes its environment on to its children, and so do a worker this module starts), so
+# harness_procs() counts only processes this module's tests started, never another job's.
+_TOKEN = f"{os.getpid()}-{uuid.uuid4().hex}"
+os.environ["TANDEM_FED_TEST_TOKEN"] = _TOKEN
+
+
 def harness_procs() -> list[psutil.Process]:
+    """Harness processes (services, proxies, stress-ng) started by this test process: its
+    descendants, or any process carrying this module's token."""
+    mine = {p.pid for p in psutil.Process().children(recursive=True)}
     out = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = " ".join(p.info["cmdline"] or [])
-        if "federation.backends." in cmd or "stress-ng" in cmd:
+        if "federation.backends." not in cmd and "stress-ng" not in cmd:
+            continue
+        try:
+            ours = p.pid in mine or p.environ().get("TANDEM_FED_TEST_TOKEN") == _TOKEN
+        except psutil.Error:
+            ours = False
+        if ours:
             out.append(p)
     return out
 
@@ -100,7 +118,7 @@ def test_plan_from_registered_clusters(api):
         c = Cluster.objects.create(name=name, region=region, labels={"tandem.io/contention": "0.25"})
         Node.objects.create(cluster=c, name="n0", cpu_cores=cores / 2, memory_mib=1024)
         Node.objects.create(cluster=c, name="n1", cpu_cores=cores / 2, memory_mib=1024)
-    from federation.services import federation_from_parameters
+    from federation.experiment import federation_from_parameters
 
     ids = list(Cluster.objects.filter(name__startswith="reg-").values_list("pk", flat=True))
     fed = federation_from_parameters({"cluster_ids": ids})
@@ -117,8 +135,12 @@ def test_fedbench_command_json():
     out = StringIO()
     call_command("fedbench", "--apps", "inference", "--latencies", "0,30", "--contentions", "0.5", "--duration", "0.6",
                  "--no-compare", "--json", stdout=out)
-    summary = json.loads(out.getvalue().strip().splitlines()[-1])
+    lines = out.getvalue().strip().splitlines()
+    assert len(lines) == 1  # --json: stdout carries the JSON summary and nothing else
+    summary = json.loads(lines[0])
     assert summary["degradation"]["inference"]["max_latency_factor"] > 1.0
+    (c,) = summary["contention"]
+    assert c["target"] == 0.5 and 0.0 <= c["achieved"] <= 1.0
 
 
 def test_applications_endpoint_lists_derived_graphs(api):
@@ -130,7 +152,7 @@ def test_applications_endpoint_lists_derived_graphs(api):
 
 
 def test_demo_step_plans_and_runs_the_harness(user):
-    from federation.services import federation_demo
+    from federation.experiment import federation_demo
     from webapp.demo import demo_steps
 
     assert "federation" in [s.name for s in demo_steps()]

@@ -188,3 +188,96 @@ def test_children_die_when_the_harness_is_killed_outright(tmp_path):
         if holder.poll() is None:
             holder.kill()
         holder.stdout.close()
+
+
+BURNER = """
+import os, sys, time
+os.sched_setaffinity(0, {{{cpu}}})
+print(os.getpid(), flush=True)
+sys.stdin.readline()
+t, c = time.perf_counter(), time.thread_time()
+while time.perf_counter() - t < 1.5:
+    pass
+print(1.0 - (time.thread_time() - c) / (time.perf_counter() - t), flush=True)
+"""
+
+
+def test_achieved_contention_from_proc_matches_the_burners_own_clock(no_leftovers, tmp_path):
+    """A CPU-bound process next to stress-ng at rho = 0.5 on one CPU: the wait share read from
+    /proc/<pid>/task/*/schedstat equals 1 - CPU time / wall time measured by the process itself
+    (two independent clocks), and the hog takes a real share of the CPU (for a thread that never
+    sleeps, fair share gives the hog about half; other jobs on this machine can add to it)."""
+    import subprocess
+
+    from federation.backends import procstat
+
+    cpu = sorted(H.os.sched_getaffinity(0))[0]
+    sup = H.Supervisor()
+    burner = subprocess.Popen([H.sys.executable, "-c", BURNER.format(cpu=cpu)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        hog = H.start_stress(sup, [cpu], 0.5)
+        pid = int(burner.stdout.readline())
+        H.time.sleep(0.3)  # stress-ng's worker is up
+        before = procstat.snapshot([pid], hog.pid)
+        burner.stdin.write("go\n")
+        burner.stdin.flush()
+        own = float(burner.stdout.readline())
+        got = procstat.achieved(before, procstat.snapshot([pid], hog.pid), 1)
+    finally:
+        burner.kill()
+        burner.wait()
+        burner.stdin.close()
+        burner.stdout.close()
+        sup.stop()
+    assert got["achieved"] is not None and abs(got["achieved"] - own) < 0.1, (got, own)
+    assert 0.3 <= got["achieved"] <= 0.9, got
+    assert got["hog_share"] > 0.2, got
+
+
+def test_run_load_reports_target_and_achieved_contention(no_leftovers):
+    app = three_services()
+    fed = Federation([MemberCluster("A", 2.0, 0.5), MemberCluster("B", 2.0)], [[0, 0], [0, 0]], [[1e4, 1e4], [1e4, 1e4]])
+    r = H.run_scenario(app, fed, {"a": {"A": 1}, "b": {"B": 1}, "c": {"A": 1}}, rate_rps=10, duration_s=1.0, warmup_s=0.2,
+                       cpu_map={"A": [0], "B": [1]} if len(H.os.sched_getaffinity(0)) > 1 else None)
+    assert set(r.contention) == {"A", "B"}
+    assert r.contention["A"]["target"] == 0.5 and r.contention["B"]["target"] == 0.0
+    assert 0.0 <= r.contention["A"]["achieved"] <= 1.0 and r.contention["A"]["hog_share"] > 0.1
+    assert r.as_dict()["contention"] == r.contention
+
+
+def test_probe_marks_a_member_unreachable_when_its_endpoint_goes_away():
+    """A real readiness endpoint (HTTP server thread) answers 200: ready. Stopped, the probe
+    fails and, after the failure threshold (0 here, so the second failing probe), the member is
+    unreachable; a member answering 500 is not ready either."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from federation.backends.probe import probe, probe_all
+    from federation.core.health import HealthTracker
+
+    class Ready(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/readyz" else 500)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Ready)
+    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th.start()
+    port = srv.server_address[1]
+    tracker = HealthTracker(failure_threshold_s=0.0, success_threshold_s=0.0)
+    try:
+        assert probe(f"http://127.0.0.1:{port}/readyz")
+        assert not probe(f"http://127.0.0.1:{port}/broken")
+        assert probe_all(tracker, {"m1": f"http://127.0.0.1:{port}/readyz"}, now=0.0) == {"m1": "ready"}
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        th.join()
+    assert not probe(f"http://127.0.0.1:{port}/readyz", timeout_s=0.5)
+    assert probe_all(tracker, {"m1": f"http://127.0.0.1:{port}/readyz"}, timeout_s=0.5, now=1.0) == {"m1": "unreachable"}
+    with pytest.raises(FederationError):
+        probe("ftp://x")
