@@ -200,46 +200,76 @@ def _greedy_assign(prob: Problem, adj, order: list[int]) -> np.ndarray | None:
 
 
 def _local_search(prob: Problem, adj, assign: np.ndarray, deadline: float) -> np.ndarray:
-    load = np.zeros(prob.C)
-    np.add.at(load, assign, prob.demand)
-    free = [s for s in range(prob.S) if s not in prob.pinned]
-    improved = True
-    while improved and time.perf_counter() < deadline:
-        improved = False
-        for s in free:  # single moves
-            costs = _move_costs(prob, assign, s, adj)
-            c0 = assign[s]
-            ok = load + prob.demand[s] <= prob.capacity + 1e-9
-            ok[c0] = True
-            costs[~ok] = np.inf
-            c = int(np.argmin(costs))
-            if costs[c] < costs[c0] - 1e-9:
-                load[c0] -= prob.demand[s]; load[c] += prob.demand[s]; assign[s] = c
-                improved = True
-        if improved:
-            continue
-        improved = _ejection_pass(prob, adj, assign, load, free, deadline)
-        if improved:
-            continue
-        for a, b in itertools.combinations(free, 2):  # swaps, for when capacity blocks single moves
-            if time.perf_counter() > deadline:
-                break
-            ca, cb = assign[a], assign[b]
-            if ca == cb:
+    """Local search to a local optimum of single-service moves, pairwise swaps and ejection
+    chains (in that order of preference), all within capacity, pinned services fixed.
+
+    Incremental: ``M[s, c]`` (``(S, C)``) is the latency that depends on service ``s`` were it
+    in cluster ``c``, the others held fixed (:func:`_move_costs`). Moving ``t`` from ``a`` to
+    ``b`` changes only its neighbours' rows, each by ``w * (link[b] - link[a])`` of their shared
+    edge, so a move costs ``O(deg * C)`` instead of re-evaluating everything. The best single
+    move is one ``argmin`` over ``M - M[s, assign[s]]``; the best swap one ``argmin`` over the
+    ``(S, S)`` matrix ``M[a, c_b] - M[a, c_a] + M[b, c_a] - M[b, c_b]`` plus, for services that
+    share an edge, ``w (L[c_b, c_a] + L[c_a, c_b] - L[c_b, c_b] - L[c_a, c_a])`` (the edge
+    between them counted in both rows at positions it will not have after the swap)."""
+    S, C = prob.S, prob.C
+    assign = assign.copy()
+    demand, cap = prob.demand, prob.capacity + 1e-9
+    load = np.zeros(C)
+    np.add.at(load, assign, demand)
+    M = np.array([_move_costs(prob, assign, t, adj) for t in range(S)]) if S else np.zeros((0, C))
+    pinned = np.zeros(S, bool)
+    pinned[list(prob.pinned)] = True
+    rows = np.arange(S)
+    links = {p: prob.link_ms(p) for p in {p for _, _, _, p in prob.edges}}
+    pair_edges = [(u, v, w, links[p]) for u, v, w, p in prob.edges]
+
+    def move(t: int, b: int) -> None:
+        a = int(assign[t])
+        for s2, w, pl, out in adj[t]:
+            L = links[pl]
+            # t -> s2 (t caller): s2's row holds w * L[c_t, :]; s2 -> t: w * L[:, c_t]
+            M[s2] += w * ((L[b, :] - L[a, :]) if out else (L[:, b] - L[:, a]))
+        load[a] -= demand[t]
+        load[b] += demand[t]
+        assign[t] = b
+
+    while time.perf_counter() < deadline:
+        cur = M[rows, assign]
+        feas = load[None, :] + demand[:, None] <= cap[None, :]
+        feas[pinned] = False
+        gain = np.where(feas, M - cur[:, None], np.inf)
+        gain[rows, assign] = np.inf
+        if S and gain.size:
+            k = int(np.argmin(gain))
+            t, b = divmod(k, C)
+            if gain[t, b] < -1e-9:
+                move(t, b)
                 continue
-            if (load[cb] - prob.demand[b] + prob.demand[a] > prob.capacity[cb] + 1e-9
-                    or load[ca] - prob.demand[a] + prob.demand[b] > prob.capacity[ca] + 1e-9):
+        if S > 1:
+            D = M[:, assign]  # D[x, y] = M[x, c_y]
+            delta = D - cur[:, None] + D.T - cur[None, :]
+            for u, v, w, L in pair_edges:
+                cu, cv = assign[u], assign[v]
+                corr = w * (L[cv, cu] + L[cu, cv] - L[cv, cv] - L[cu, cu])
+                delta[u, v] += corr
+                delta[v, u] += corr
+            same = assign[:, None] == assign[None, :]
+            la, lb = load[assign][:, None], load[assign][None, :]
+            ok = (lb - demand[None, :] + demand[:, None] <= cap[assign][None, :]) & (la - demand[:, None] + demand[None, :] <= cap[assign][:, None])
+            ok &= ~same & ~pinned[:, None] & ~pinned[None, :]
+            delta = np.where(ok, delta, np.inf)
+            k = int(np.argmin(delta))
+            x, y = divmod(k, S)
+            if delta[x, y] < -1e-9:
+                cx, cy = int(assign[x]), int(assign[y])
+                move(x, cy)
+                move(y, cx)
                 continue
-            before = _move_costs(prob, assign, a, adj)[ca] + _move_costs(prob, assign, b, adj)[cb]
-            shared = sum(w * (prob.link_ms(p)[ca, cb] if out else prob.link_ms(p)[cb, ca]) for t, w, p, out in adj[a] if t == b)
-            assign[a], assign[b] = cb, ca
-            after = _move_costs(prob, assign, a, adj)[cb] + _move_costs(prob, assign, b, adj)[ca]
-            shared2 = sum(w * (prob.link_ms(p)[cb, ca] if out else prob.link_ms(p)[ca, cb]) for t, w, p, out in adj[a] if t == b)
-            if after - shared2 < before - shared - 1e-9:
-                load[ca] += prob.demand[b] - prob.demand[a]; load[cb] += prob.demand[a] - prob.demand[b]
-                improved = True
-                break
-            assign[a], assign[b] = ca, cb
+        free = [t for t in range(S) if not pinned[t]]
+        if _ejection_pass(prob, adj, assign, load, free, deadline):
+            M = np.array([_move_costs(prob, assign, t, adj) for t in range(S)])
+            continue
+        break
     return assign
 
 
@@ -285,7 +315,7 @@ def _ejection_pass(prob: Problem, adj, assign: np.ndarray, load: np.ndarray, fre
 
 
 def plan_greedy(app: Application, fed: Federation, *, contention_weight: float = 1.0,
-                pinned: dict[str, str] | None = None, client: str | None = None, time_limit: float = 3.0,
+                pinned: dict[str, str] | None = None, client: str | None = None, time_limit: float = 0.9,
                 max_stale: int = 100, seed: int = 0) -> Plan:
     """Greedy in call order plus local search (moves, then swaps), started also from the best
     single cluster that can hold the whole application; then iterated local search (random

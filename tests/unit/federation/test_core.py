@@ -427,3 +427,30 @@ def test_binding_constraints_name_what_binds():
     b = binding_constraints(by["pinned-data"])
     assert b["pinned"]["binds"] and not b["capacity"]["binds"]
     assert binding_constraints(by["spread"])["spread"]["binds"]
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 10_000))
+def test_greedy_ends_at_a_local_optimum_of_single_moves(seed):
+    """The incremental local search's bookkeeping against the full cost: after planning, no
+    single service moved to another cluster with room lowers evaluate()'s total."""
+    rng = np.random.default_rng(seed)
+    fed = synthetic.random_federation(rng, 4, capacity_range=(1.0, 4.0))
+    app = synthetic.random_application(rng, 9, cpu_range=(0.1, 0.5), max_replicas=2)
+    try:
+        g = orch.plan_greedy(app, fed, client="c0", time_limit=5.0)
+    except FederationError:
+        return
+    prob = build_problem(app, fed, client="c0")
+    assign = np.array([fed.index(next(iter(g.replicas[s.name]))) for s in app.services])
+    base = evaluate(prob, assignment_matrix(assign, prob.C)).total_ms
+    assert base == pytest.approx(g.cost.total_ms)
+    load = np.zeros(prob.C)
+    np.add.at(load, assign, prob.demand)
+    for s in range(prob.S):
+        for c in range(prob.C):
+            if c == assign[s] or load[c] + prob.demand[s] > prob.capacity[c] + 1e-9:
+                continue
+            a2 = assign.copy()
+            a2[s] = c
+            assert evaluate(prob, assignment_matrix(a2, prob.C)).total_ms >= base - 1e-6
