@@ -101,7 +101,12 @@ class FederationParamsMixin(serializers.Serializer):
 class FederationPlanParameters(FederationParamsMixin):
     """Parameters of a ``federation-plan`` experiment."""
 
-    application = serializers.ChoiceField(choices=known_applications())
+    application = serializers.CharField(max_length=128, help_text=f"built-in: {', '.join(known_applications())}; "
+                                        "with manifests: a name for the application")
+    manifests = serializers.CharField(required=False, allow_blank=True, default="", max_length=2_000_000, trim_whitespace=False,
+                                      help_text="docker-compose and/or Kubernetes YAML (multi-document) of your application")
+    entry = serializers.CharField(required=False, allow_blank=True, default="", max_length=128,
+                                  help_text="with manifests: the service user requests hit")
     method = serializers.ChoiceField(choices=["auto", "milp", "greedy"], default="auto")
     contention_weight = serializers.FloatField(min_value=0.0, max_value=100.0, default=1.0)
     pinned = serializers.DictField(child=serializers.CharField(max_length=128), required=False, default=dict)
@@ -115,10 +120,13 @@ class FederationPlanParameters(FederationParamsMixin):
 
     def validate(self, attrs):
         attrs = super().validate(attrs)
-        from federation.core.applications import get_application
-        from federation.core.model import FederationError
-
-        app = get_application(attrs["application"])
+        if not attrs.get("manifests") and attrs["application"] not in known_applications():
+            raise serializers.ValidationError({"application": f"unknown application {attrs['application']!r}; built-in: "
+                                               f"{', '.join(known_applications())}, or give manifests and entry"})
+        try:
+            app = pipeline.application_of(attrs)
+        except FederationError as err:
+            raise serializers.ValidationError({"manifests" if attrs.get("manifests") else "application": str(err)}) from None
         for key in ("pinned", "min_clusters", "previous_replicas"):
             bad = [s for s in attrs.get(key, {}) if s not in app.names]
             if bad:

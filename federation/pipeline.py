@@ -2,7 +2,9 @@
 
 ``run(params, *, report, record, resume=None) -> dict`` with ``params["task"]``:
 
-* ``"plan"`` (default): plan ``params["application"]`` on the member clusters ``params["clusters"]``
+* ``"plan"`` (default): plan ``params["application"]`` (a built-in one, or derived from
+  ``manifests`` text with entry service ``entry``, :func:`application_of`; the result's
+  ``graph`` shows the derived call graph, inferred edges marked) on the member clusters ``params["clusters"]``
   (``[{name, capacity_cores, contention, region}]``; registered clusters are resolved to this
   form by the experiment kind) with links from ``rtt_ms`` / ``bandwidth_mbps`` or Skyplane by
   region; optional ``client``, ``method``, ``contention_weight``, ``pinned`` (service ->
@@ -28,7 +30,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from federation.core import karmada, orchestrator
-from federation.core.applications import get_application
+from federation.core.applications import application_from_text, derived_graph, get_application
 from federation.core.model import Federation, FederationError, MemberCluster
 from federation.core.network import federation_from_skyplane
 from webapp.plug import Record, Report, no_report
@@ -60,12 +62,23 @@ def federation_summary(fed: Federation) -> dict:
             "bandwidth_mbps": fed.bandwidth_mbps.round(1).tolist()}
 
 
+def application_of(params: Mapping[str, Any]):
+    """The application of ``params``: derived from ``manifests`` (docker-compose and/or
+    Kubernetes YAML text, entry service ``entry``, named ``application``) when given, else the
+    built-in one named ``application``. Raises :class:`FederationError`."""
+    if params.get("manifests"):
+        if not params.get("entry"):
+            raise FederationError("manifests need the entry service (entry)")
+        return application_from_text(params["manifests"], params["entry"], name=params.get("application") or "")
+    return get_application(params["application"])
+
+
 def plan(params: Mapping[str, Any], report: Report = no_report) -> dict:
     """The ``"plan"`` task (module docstring)."""
     from federation.core.health import replan
 
     fed = federation_from_clusters(params)
-    app = get_application(params["application"])
+    app = application_of(params)
     client = params.get("client") or None
     kw = dict(contention_weight=float(params.get("contention_weight", 1.0)), client=client)
     cons = {"pinned": dict(params.get("pinned") or {}) or None, "min_clusters": dict(params.get("min_clusters") or {}) or None}
@@ -90,7 +103,7 @@ def plan(params: Mapping[str, Any], report: Report = no_report) -> dict:
     base_plans, unschedulable = orchestrator.run_baselines(app, fed, **cons, **kw)
     kept_unreachable = unreachable if not params.get("failover") else set()
     out = {
-        "application": app.name, "kind": app.kind, "source": app.source, "derivation": app.notes,
+        "application": app.name, "kind": app.kind, "source": app.source, "derivation": app.notes, "graph": derived_graph(app),
         "services": [{"name": s.name, "tier": s.tier, "replicas": s.replicas, "cpu_per_replica": s.cpu_per_replica, "work_ms": s.work_ms}
                      for s in app.services],
         "edges": [{"caller": e.caller, "callee": e.callee, "calls": e.calls, "payload_bytes": e.payload_bytes} for e in app.edges],

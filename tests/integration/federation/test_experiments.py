@@ -202,3 +202,44 @@ def test_karmada_yaml_bad_or_unknown_id_is_a_json_404(api, pk):
     assert resp.status_code == 404
     assert resp["Content-Type"].startswith("application/json")
     assert "no" in resp.json()["detail"]
+
+
+USER_COMPOSE = """
+services:
+  web: {image: shop/web, depends_on: [api]}
+  api: {image: shop/api, environment: {DB_HOST: "api-db:27017"}}
+  api-db: {image: "mongo:6"}
+"""
+
+
+def test_derive_endpoint_shows_the_graph_and_refuses_bad_yaml(api):
+    r = api.post("/api/v1/federation/applications/derive/", {"manifests": USER_COMPOSE, "entry": "web", "name": "shop"}, format="json")
+    assert r.status_code == 200, r.content
+    assert {(e["caller"], e["callee"], e["how"]) for e in r.json()["edges"]} == {("web", "api", "depends_on/links"), ("api", "api-db", "env")}
+    bad = api.post("/api/v1/federation/applications/derive/", {"manifests": "services: [", "entry": "web"}, format="json")
+    assert bad.status_code == 400 and "YAML" in json.dumps(bad.json())
+
+
+def test_plan_experiment_accepts_user_manifests_and_rejects_bad_ones(api):
+    ok = api.post("/api/v1/experiments/", {"kind": "federation-plan", "parameters": {
+        "application": "shop", "manifests": USER_COMPOSE, "entry": "web", "clusters": CLUSTERS, "client": "eu"}}, format="json")
+    assert ok.status_code == 201, ok.content
+    n = Experiment.objects.count()
+    bad = api.post("/api/v1/experiments/", {"kind": "federation-plan", "parameters": {
+        "application": "shop", "manifests": USER_COMPOSE, "entry": "nope", "clusters": CLUSTERS}}, format="json")
+    assert bad.status_code == 400 and "nope" in json.dumps(bad.json())
+    assert Experiment.objects.count() == n
+
+
+def test_fedapp_command_prints_the_graph_as_json(tmp_path):
+    f = tmp_path / "docker-compose.yml"
+    f.write_text(USER_COMPOSE)
+    clusters = tmp_path / "clusters.json"
+    clusters.write_text(json.dumps(CLUSTERS))
+    out = StringIO()
+    call_command("fedapp", str(f), "--entry", "web", "--clusters", str(clusters), "--client", "eu", "--json", stdout=out)
+    lines = out.getvalue().strip().splitlines()
+    assert len(lines) == 1
+    res = json.loads(lines[0])
+    assert {e["callee"] for e in res["graph"]["edges"]} == {"api", "api-db"}
+    assert set(res["plan"]["replicas"]) == {"web", "api", "api-db"}
