@@ -80,6 +80,8 @@ class FederationParamsMixin(serializers.Serializer):
     rtt_ms = serializers.ListField(child=serializers.ListField(child=serializers.FloatField(min_value=0)), required=False)
     bandwidth_mbps = serializers.ListField(child=serializers.ListField(child=serializers.FloatField(min_value=1e-6)), required=False)
     client = serializers.CharField(max_length=128, required=False, allow_blank=True, default="")
+    users = serializers.DictField(child=serializers.FloatField(min_value=0.0), required=False, default=dict,
+                                  help_text="users in several regions: member cluster -> share of the requests (instead of client)")
 
     def validate(self, attrs):
         from federation.core.model import FederationError
@@ -93,6 +95,11 @@ class FederationParamsMixin(serializers.Serializer):
             fed = federation_from_parameters(attrs)
             if attrs.get("client"):
                 fed.index(attrs["client"])
+            if attrs.get("users"):
+                from federation.core.cost import client_shares
+
+                for c in client_shares(attrs["users"]):
+                    fed.index(c)
         except FederationError as err:
             raise serializers.ValidationError({"non_field_errors": [str(err)]}) from None
         return attrs

@@ -7,7 +7,7 @@
   ``graph`` shows the derived call graph, inferred edges marked) on the member clusters ``params["clusters"]``
   (``[{name, capacity_cores, contention, region}]``; registered clusters are resolved to this
   form by the experiment kind) with links from ``rtt_ms`` / ``bandwidth_mbps`` or Skyplane by
-  region; optional ``client``, ``method``, ``contention_weight``, ``pinned`` (service ->
+  region; optional ``client`` (or ``users``: cluster -> share, users in several regions), ``method``, ``contention_weight``, ``pinned`` (service ->
   cluster), ``min_clusters`` (service -> clusters it must span). With ``previous_replicas``
   (service -> {cluster: n}, a plan in force) and ``unreachable`` (members whose probes fail) it
   re-plans around them (:func:`federation.core.health.replan`): their replicas stay unless
@@ -79,7 +79,7 @@ def plan(params: Mapping[str, Any], report: Report = no_report) -> dict:
 
     fed = federation_from_clusters(params)
     app = application_of(params)
-    client = params.get("client") or None
+    client = dict(params["users"]) if params.get("users") else (params.get("client") or None)
     kw = dict(contention_weight=float(params.get("contention_weight", 1.0)), client=client)
     cons = {"pinned": dict(params.get("pinned") or {}) or None, "min_clusters": dict(params.get("min_clusters") or {}) or None}
     report(5, "planning")

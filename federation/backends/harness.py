@@ -238,7 +238,8 @@ class Harness:
     """Context manager that deploys ``app`` with ``replicas`` (service -> {cluster: count}) on
     ``fed`` and tears it all down on exit.
 
-    ``client``: cluster the load comes from (default: the entry's first cluster).
+    ``client``: cluster the load comes from, or ``{cluster: share}`` for users in several
+    regions (each request comes from one of them by share; default: the entry's first cluster).
     ``latency_scale``: multiplies every RTT (1 = the federation's real RTTs).
     ``work_scale`` / ``payload_scale``: multiply CPU work and payload sizes (to keep runs short).
     ``bandwidth``: shape cross-cluster links to the federation's bandwidth.
@@ -257,8 +258,12 @@ class Harness:
             for c in replicas[s]:
                 fed.index(c)
         self.app, self.fed, self.replicas = app, fed, replicas
+        from federation.core.cost import client_shares
+
         self.client = client or sorted(replicas[app.entry])[0]
-        fed.index(self.client)
+        self.client_shares = client_shares(self.client)
+        for k in self.client_shares:
+            fed.index(k)
         self.latency_scale, self.work_scale, self.payload_scale = latency_scale, work_scale, payload_scale
         self.bandwidth, self.contention = bandwidth, contention
         cpus = sorted(os.sched_getaffinity(0))
@@ -305,7 +310,9 @@ class Harness:
                     proc, port = self.sup.start([sys.executable, "-m", "federation.backends.service", json.dumps(cfg)])
                     self.ports[(s, c)] = port
                     self.service_pids[c].append(proc.pid)
-            self.entry_endpoints = [(self._endpoint(self.app.entry, at, self.client), float(n))
+            tot = sum(self.replicas[self.app.entry].values())
+            self.entry_endpoints = [(self._endpoint(self.app.entry, at, k), share * n / tot)
+                                    for k, share in sorted(self.client_shares.items())
                                     for at, n in sorted(self.replicas[self.app.entry].items())]
         except BaseException:
             self.sup.stop()

@@ -209,7 +209,7 @@ class Scenario:
     name: str
     app: Application
     fed: Federation
-    client: str
+    client: str | dict[str, float]
     cpu_map: dict[str, list[int]]
     pinned: dict[str, str] = field(default_factory=dict)
     min_clusters: dict[str, int] = field(default_factory=dict)
@@ -238,6 +238,9 @@ def split_scenarios(app_name: str = "hotelReservation") -> list[Scenario]:
       residency): which services follow their data is the decision.
     * ``contention``: near has 10 cores at contention 0.75 (2.5 free, it fits), hub idle: compute
       in near is stretched 4x.
+    * ``users-2-regions``: as fits-near, half the users in eu-west-1 and half in us-east-1
+      (requests reach the entry's replicas in proportion, no geo-routing): where the whole
+      application sits is a compromise nearest-fit (nearest the largest share) does not make.
     * ``spread``: as fits-near, app-tier services run 2 replicas that must span 2 clusters
       (availability); the orchestrator chooses which two.
     """
@@ -254,6 +257,8 @@ def split_scenarios(app_name: str = "hotelReservation") -> list[Scenario]:
         Scenario("contention", app, _fed((1.0, 10.0, 16.0), (0.0, 0.75, 0.0)), "home", {"home": [0], "near": [1], "hub": [0]},
                  expect="avoiding the contended cluster pays", description="near 10 cores at contention 0.75 (hogs on its CPU), hub idle"),
     ]
+    out.append(Scenario("users-2-regions", app, _fed((1.0, 4.0, 16.0)), {"home": 0.5, "hub": 0.5}, cpu, expect="a compromise pays",
+                        description="as fits-near, half the users in eu-west-1 (home), half in us-east-1 (hub)"))
     from dataclasses import replace
 
     two = Application(app.name, [replace(s, replicas=2) if s.tier == "app" else s for s in app.services], app.edges, app.entry,

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .cost import CostBreakdown, Problem, assignment_matrix, build_problem, evaluate
+from .cost import CostBreakdown, Problem, assignment_matrix, build_problem, evaluate, home_cluster
 from .division import dynamic_weight_division, static_weight_division
 from .model import Application, Federation, FederationError
 
@@ -507,8 +507,8 @@ def plan_all_in_one(app: Application, fed: Federation, *, cluster: str | None = 
     prob = build_problem(app, fed, contention_weight=contention_weight, client=client, pinned=pinned)
     if cluster:
         c = fed.index(cluster)
-    elif client and prob.demand.sum() <= prob.capacity[fed.index(client)] + 1e-9:
-        c = fed.index(client)
+    elif client and prob.demand.sum() <= prob.capacity[fed.index(home_cluster(client))] + 1e-9:
+        c = fed.index(home_cluster(client))
     else:
         c = int(np.argmax(prob.capacity))
     counts = np.zeros((prob.S, prob.C), int)
@@ -613,14 +613,14 @@ def plan_karmada_spread(app: Application, fed: Federation, *, contention_weight:
 def plan_nearest_fit(app: Application, fed: Federation, *, contention_weight: float = 1.0, client: str | None = None,
                      pinned: dict[str, str] | None = None, min_clusters: dict[str, int] | None = None) -> Plan:
     """The rule a user would write first: the whole application in the cluster nearest the
-    users (lowest RTT from ``client``; default: the first member) that can hold it, ties to the
+    users (lowest RTT from ``client``, or its largest share; default: the first member) that can hold it, ties to the
     larger free capacity; pinned services stay where pinned (their cores counted where they
     are); a service that must span ``k`` clusters gets its replicas divided evenly (Webster)
     over the chosen cluster and the ``k - 1`` next nearest. Raises :class:`FederationError`
     when no single cluster can hold it (then placement needs a split) or the spread overfills
     a cluster."""
     prob = build_problem(app, fed, contention_weight=contention_weight, client=client, pinned=pinned)
-    home = fed.index(client) if client else 0
+    home = fed.index(home_cluster(client)) if client else 0
     free = prob.capacity.copy()
     for s, c in prob.pinned.items():
         free[c] -= prob.demand[s]

@@ -281,3 +281,15 @@ def test_probe_marks_a_member_unreachable_when_its_endpoint_goes_away():
     assert probe_all(tracker, {"m1": f"http://127.0.0.1:{port}/readyz"}, timeout_s=0.5, now=1.0) == {"m1": "unreachable"}
     with pytest.raises(FederationError):
         probe("ftp://x")
+
+
+def test_users_in_two_regions_are_both_served_through_their_links(no_leftovers):
+    """Half the requests come from A (entry local), half from B through a 40 ms RTT link: the
+    median sits between, and the slow half adds the RTT."""
+    app = three_services()
+    fed = Federation([MemberCluster("A", 2.0), MemberCluster("B", 2.0)], [[0.0, 40.0], [40.0, 0.0]], [[1e4, 1e4], [1e4, 1e4]])
+    r = H.run_scenario(app, fed, {"a": {"A": 1}, "b": {"A": 1}, "c": {"A": 1}}, client={"A": 1, "B": 1}, rate_rps=20, duration_s=1.5,
+                       warmup_s=0.2)
+    assert r.errors == 0 and r.ok > 10
+    assert r.p95_ms >= 40.0  # the B half pays the link
+    assert r.p50_ms < r.p95_ms

@@ -454,3 +454,17 @@ def test_greedy_ends_at_a_local_optimum_of_single_moves(seed):
             a2 = assign.copy()
             a2[s] = c
             assert evaluate(prob, assignment_matrix(a2, prob.C)).total_ms >= base - 1e-6
+
+
+def test_users_in_several_regions_pay_the_share_weighted_link():
+    # one service in A; users 75 % in A (0.5 ms), 25 % in C (50 ms); d = 2048 B over 1000 Mbit/s = 0.016384 ms
+    app = Application("u", [Service("s", 1, 0.1, 0.0)], [], "s")
+    fed = _line3()
+    prob = build_problem(app, fed, client={"A": 3, "C": 1})
+    F = assignment_matrix(np.array([0]), 3)
+    assert evaluate(prob, F).total_ms == pytest.approx(0.75 * (0.5 + 0.016384) + 0.25 * (50 + 0.016384))
+    # the planner puts it where the weighted link is least: A (0.75*0.5 + 0.25*50 = 12.9) beats
+    # B (0.75*10 + 0.25*50 = 20) and C (0.75*50 + 0.25*0.5 = 37.6)
+    assert orch.plan(app, fed, client={"A": 3, "C": 1}).replicas == {"s": {"A": 1}}
+    with pytest.raises(FederationError, match="shares"):
+        build_problem(app, fed, client={"A": 0})

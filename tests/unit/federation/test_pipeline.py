@@ -63,3 +63,14 @@ def test_plan_headline_is_against_the_baseline_a_user_would_pick():
     assert h.baseline_name == "nearest-fit"  # it can place sockshop (1.2 cores) in near
     assert h.ratio == pytest.approx(r["plan"]["cost"]["total_ms"] / r["baselines"]["nearest-fit"]["cost"]["total_ms"])
     assert h.note == r["baseline_descriptions"]["nearest-fit"]
+
+
+def test_users_in_several_regions_through_the_parameters():
+    from federation.experiment import FederationPlanParameters
+
+    r = run(users={"home": 1, "hub": 1})
+    assert r["client"] == {"home": 1, "hub": 1}
+    ok = FederationPlanParameters(data={"application": "sockshop", "clusters": CLUSTERS, "users": {"home": 1, "hub": 1}})
+    assert ok.is_valid(), ok.errors
+    bad = FederationPlanParameters(data={"application": "sockshop", "clusters": CLUSTERS, "users": {"mars": 1}})
+    assert not bad.is_valid() and "mars" in str(bad.errors)
