@@ -4,6 +4,10 @@ Experiments themselves are created through ``/api/v1/experiments/`` (kinds ``fed
 and ``federation-benchmark``); this adds read-only helpers:
 
 * ``GET applications/``: the application types and their derived call graphs;
+* ``POST applications/derive/`` ``{manifests, entry, name}``: the call graph derived from your
+  docker-compose / Kubernetes YAML, each edge with how it was derived and whether it was
+  inferred, for confirmation before planning (plan it with ``federation-plan`` and the same
+  ``manifests`` / ``entry``);
 * ``GET plans/<experiment id>/karmada/``: a plan's PropagationPolicy YAML.
 """
 from __future__ import annotations
@@ -45,6 +49,32 @@ def applications(request):
     return Response(out)
 
 
+class DeriveRequest(serializers.Serializer):
+    manifests = serializers.CharField(max_length=2_000_000, trim_whitespace=False,
+                                      help_text="docker-compose and/or Kubernetes YAML, multi-document")
+    entry = serializers.CharField(max_length=128, help_text="the service user requests hit")
+    name = serializers.CharField(max_length=128, required=False, allow_blank=True, default="")
+
+
+@extend_schema(request=DeriveRequest, responses={200: OpenApiTypes.OBJECT})
+@api_view(["POST"])
+@permission_classes([IsAuthenticated])
+def derive_application(request):
+    """The derived call graph of the given manifests (400 with the reason when they cannot be
+    read). Stores nothing."""
+    from federation.core.applications import application_from_text, derived_graph
+    from federation.core.model import FederationError
+
+    ser = DeriveRequest(data=request.data)
+    ser.is_valid(raise_exception=True)
+    d = ser.validated_data
+    try:
+        app = application_from_text(d["manifests"], d["entry"], name=d["name"])
+    except FederationError as err:
+        return Response({"manifests": [str(err)]}, status=400)
+    return Response(derived_graph(app))
+
+
 @extend_schema(responses={(200, "application/yaml"): OpenApiTypes.STR})
 @api_view(["GET"])
 @permission_classes([IsAuthenticated])
@@ -64,5 +94,6 @@ def karmada_yaml(request, pk: str):
 
 urlpatterns = [
     path("applications/", applications, name="federation-applications"),
+    path("applications/derive/", derive_application, name="federation-derive"),
     path("plans/<str:pk>/karmada/", karmada_yaml, name="federation-karmada"),
 ]

@@ -10,11 +10,11 @@ class FederationConfig(AppConfig):
         from webapp.demo import register_demo_step
         from webapp.experiments import ExperimentKind, register_experiment_kind
 
-        from .serializers import FederationBenchmarkParameters, FederationPlanParameters
-        from .services import federation_benchmark_run, federation_demo, federation_plan_run
+        from . import experiment as e
 
-        register_experiment_kind(ExperimentKind(kind="federation-plan", run=federation_plan_run,
-                                                parameters_serializer=FederationPlanParameters, queue="cpu"))
-        register_experiment_kind(ExperimentKind(kind="federation-benchmark", run=federation_benchmark_run,
-                                                parameters_serializer=FederationBenchmarkParameters, queue="cpu"))
-        register_demo_step("federation", federation_demo, order=60)
+        register_experiment_kind(ExperimentKind(kind="federation-plan", run=e.plan_run, parameters_serializer=e.FederationPlanParameters,
+                                                queue="cpu", headline=e.plan_headline, page=e.page))
+        register_experiment_kind(ExperimentKind(kind="federation-benchmark", run=e.benchmark_run,
+                                                parameters_serializer=e.FederationBenchmarkParameters, queue="cpu",
+                                                headline=e.benchmark_headline, page=e.page))
+        register_demo_step("federation", e.federation_demo, order=60)

@@ -25,6 +25,10 @@ def dashboard(request):
         ctx["plan_rows"] = figures.plan_table(r)
         ctx["plan"] = r["plan"]
         ctx["baselines"] = r["baselines"]
+        desc = r.get("baseline_descriptions") or {}
+        names = list(r["baselines"]) + [n for n in (r.get("unschedulable_baselines") or {}) if n not in r["baselines"]]
+        ctx["baseline_rows"] = [{"name": n, "description": desc.get(n, ""), "cost": (r["baselines"].get(n) or {}).get("cost"),
+                                 "why": (r.get("unschedulable_baselines") or {}).get(n, "")} for n in names]
         ctx["karmada_yaml"] = r["karmada_yaml"]
         ctx["result"] = r
     else:

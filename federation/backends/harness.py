@@ -41,7 +41,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -173,7 +173,9 @@ def measure_rtt(port: int, n: int = 20, payload_bytes: int = 0) -> list[float]:
 @dataclass
 class LoadResult:
     """Latency percentiles (ms) of the measured window, throughput (completed OK requests per
-    second of the window), and counts."""
+    second of the window), and counts. ``contention``: per cluster, the target and what the
+    application saw during the run (:mod:`federation.backends.procstat`; filled by
+    :meth:`Harness.run_load`)."""
 
     rate_rps: float
     duration_s: float
@@ -185,6 +187,7 @@ class LoadResult:
     p99_ms: float
     mean_ms: float
     throughput_rps: float
+    contention: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -235,7 +238,8 @@ class Harness:
     """Context manager that deploys ``app`` with ``replicas`` (service -> {cluster: count}) on
     ``fed`` and tears it all down on exit.
 
-    ``client``: cluster the load comes from (default: the entry's first cluster).
+    ``client``: cluster the load comes from, or ``{cluster: share}`` for users in several
+    regions (each request comes from one of them by share; default: the entry's first cluster).
     ``latency_scale``: multiplies every RTT (1 = the federation's real RTTs).
     ``work_scale`` / ``payload_scale``: multiply CPU work and payload sizes (to keep runs short).
     ``bandwidth``: shape cross-cluster links to the federation's bandwidth.
@@ -254,8 +258,12 @@ class Harness:
             for c in replicas[s]:
                 fed.index(c)
         self.app, self.fed, self.replicas = app, fed, replicas
+        from federation.core.cost import client_shares
+
         self.client = client or sorted(replicas[app.entry])[0]
-        fed.index(self.client)
+        self.client_shares = client_shares(self.client)
+        for k in self.client_shares:
+            fed.index(k)
         self.latency_scale, self.work_scale, self.payload_scale = latency_scale, work_scale, payload_scale
         self.bandwidth, self.contention = bandwidth, contention
         cpus = sorted(os.sched_getaffinity(0))
@@ -269,6 +277,8 @@ class Harness:
         self.ports: dict[tuple[str, str], int] = {}
         self._proxies: dict[tuple[str, str, str], int] = {}
         self.entry_endpoints: list[tuple[int, float]] = []
+        self.service_pids: dict[str, list[int]] = {c.name: [] for c in fed.clusters}
+        self.hog_pids: dict[str, int] = {}
 
     def _endpoint(self, service: str, at: str, frm: str) -> int:
         if at == frm:
@@ -284,7 +294,7 @@ class Harness:
         try:
             for c in self.fed.clusters:
                 if self.contention and c.contention > 0:
-                    start_stress(self.sup, self.cpu_map[c.name], c.contention)
+                    self.hog_pids[c.name] = start_stress(self.sup, self.cpu_map[c.name], c.contention).pid
             for s in reversed(self.app.topological_order()):
                 svc = self.app.service(s)
                 # response = the half of each incoming edge's payload that flows back
@@ -297,9 +307,12 @@ class Harness:
                         down.append({"name": e.callee, "calls": e.calls, "request_bytes": int(self.payload_scale * e.payload_bytes / 2), "endpoints": eps})
                     cfg = {"name": s, "work_ms": svc.work_ms * self.work_scale, "response_bytes": resp,
                            "cpus": self.cpu_map[c], "downstream": down, "parent_pid": os.getpid()}
-                    _, port = self.sup.start([sys.executable, "-m", "federation.backends.service", json.dumps(cfg)])
+                    proc, port = self.sup.start([sys.executable, "-m", "federation.backends.service", json.dumps(cfg)])
                     self.ports[(s, c)] = port
-            self.entry_endpoints = [(self._endpoint(self.app.entry, at, self.client), float(n))
+                    self.service_pids[c].append(proc.pid)
+            tot = sum(self.replicas[self.app.entry].values())
+            self.entry_endpoints = [(self._endpoint(self.app.entry, at, k), share * n / tot)
+                                    for k, share in sorted(self.client_shares.items())
                                     for at, n in sorted(self.replicas[self.app.entry].items())]
         except BaseException:
             self.sup.stop()
@@ -310,9 +323,20 @@ class Harness:
         self.sup.stop()
 
     def run_load(self, *, rate_rps: float, duration_s: float, warmup_s: float = 0.5, seed: int = 0) -> LoadResult:
-        """Drive the deployed application open loop (see :func:`open_loop`)."""
-        return open_loop(self.entry_endpoints, rate_rps=rate_rps, duration_s=duration_s, warmup_s=warmup_s, seed=seed,
-                         request_bytes=int(2048 * self.payload_scale / 2))
+        """Drive the deployed application open loop (see :func:`open_loop`); the result's
+        ``contention`` gives, per cluster with replicas or hogs, the target contention and the
+        achieved one (:mod:`federation.backends.procstat`) over the whole run."""
+        from federation.backends import procstat
+
+        watched = [c.name for c in self.fed.clusters if self.service_pids[c.name] or c.name in self.hog_pids]
+        before = {c: procstat.snapshot(self.service_pids[c], self.hog_pids.get(c)) for c in watched}
+        res = open_loop(self.entry_endpoints, rate_rps=rate_rps, duration_s=duration_s, warmup_s=warmup_s, seed=seed,
+                        request_bytes=int(2048 * self.payload_scale / 2))
+        for c in watched:
+            got = procstat.achieved(before[c], procstat.snapshot(self.service_pids[c], self.hog_pids.get(c)), len(self.cpu_map[c]))
+            target = self.fed.clusters[self.fed.index(c)].contention if self.contention else 0.0
+            res.contention[c] = {"target": target, **got}
+        return res
 
 
 def run_scenario(app: Application, fed: Federation, replicas: dict[str, dict[str, int]], *, rate_rps: float = 5.0,

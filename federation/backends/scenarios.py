@@ -2,8 +2,8 @@
 
 * :func:`degradation_sweep` (Lindsay et al., IEEE JCC 2021, section V): per application type,
   p95 latency against a centralised baseline (all services in one uncontended cluster), when
-  (a) the application is spread over two member clusters by Karmada static equal weights and the
-  link between them has RTT ``L`` (latency sweep), and (b) it stays in one cluster whose CPU set
+  (a) the application is spread over two member clusters (:func:`two_cluster_spread`: services
+  alternate, replicas halved) and the link between them has RTT ``L`` (latency sweep), and (b) it stays in one cluster whose CPU set
   carries injected contention ``rho`` (contention sweep). Degradation factor = p95 / p95 of the
   sweep's own x=0 baseline measured in the same run: for the latency sweep the same two-cluster
   spread with RTT 0 ms, for the contention sweep the centralised, uncontended cluster. The x=0
@@ -16,6 +16,7 @@ Both drive real processes through :class:`federation.backends.harness.Harness`.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -52,6 +53,22 @@ def scaled_application(app: Application, *, work_scale: float = 1.0, payload_sca
                        app.entry, app.kind, app.source, list(app.notes))
 
 
+def two_cluster_spread(app: Application, clusters: tuple[str, str] = ("A", "B")) -> dict[str, dict[str, int]]:
+    """The latency sweep's spread deployment: service ``k`` (application order) has
+    ``replicas // 2`` replicas in each cluster and the odd one in ``clusters[k % 2]``, so
+    single-replica services alternate between the two and every call graph edge between
+    neighbours crosses. (Karmada's own equal-weight division would put every single-replica
+    service in the alphabetically first cluster, Webster ties going to the smaller name, and
+    spread nothing.)"""
+    out = {}
+    for k, s in enumerate(app.services):
+        half, odd = divmod(s.replicas, 2)
+        reps = {clusters[0]: half, clusters[1]: half}
+        reps[clusters[k % 2]] += odd
+        out[s.name] = {c: n for c, n in reps.items() if n > 0}
+    return out
+
+
 def _rate(app: Application, rate_rps: float, scale: dict) -> float:
     visits = app.visits()
     cpu_ms = sum(visits[s.name] * s.work_ms for s in app.services) * scale.get("work_scale", 1.0)
@@ -62,7 +79,10 @@ def degradation_sweep(app_names: list[str], *, latencies_ms: list[float] = (0.0,
                       contentions: list[float] = (0.0, 0.5, 0.8), rate_rps: float = 4.0, duration_s: float = 2.0,
                       warmup_s: float = 0.3, progress: Progress | None = None) -> list[dict]:
     """Rows ``{app, kind, sweep: "latency"|"contention", x, p50_ms, p95_ms, baseline_p95_ms,
-    central_p95_ms, factor, errors}``; ``x`` is RTT in ms or contention 0-1; ``factor`` =
+    central_p95_ms, factor, errors, achieved_contention, hog_share}`` (contention rows with
+    ``x > 0`` also ``background_contention`` (achieved at x = 0), ``added_contention`` (what the
+    hogs added: ``1 - achieved = (1 - background)(1 - added)``), ``reached`` and ``note``, judged
+    on the added contention, :func:`contention_note`); ``x`` is RTT in ms or contention 0-1; ``factor`` =
     ``p95_ms / baseline_p95_ms`` where the baseline is the sweep's x=0 scenario (module
     docstring), measured once per application and reused for the x=0 row (factor 1.0).
     Raises :class:`FederationError` for a contention outside [0, 1) or a negative RTT."""
@@ -94,17 +114,28 @@ def degradation_sweep(app_names: list[str], *, latencies_ms: list[float] = (0.0,
         kw = dict(rate_rps=rate, duration_s=duration_s, warmup_s=warmup_s, client="A", cpu_map={"A": [0], "B": [1]}, **sc)
         central = run_scenario(app, fed2(0.0), one, **kw)  # contention baseline (x = 0)
         tick(f"{app.name}: centralised p95 {central.p95_ms:.1f} ms")
-        spread0 = run_scenario(app, fed2(0.0), orch.plan_karmada_static(app, fed2(0.0)).replicas, **kw)  # latency baseline
+        spread0 = run_scenario(app, fed2(0.0), two_cluster_spread(app), **kw)  # latency baseline
         tick(f"{app.name}: spread at RTT 0 ms p95 {spread0.p95_ms:.1f} ms")
 
         def row(sweep: str, x: float, r, base) -> dict:
-            return {"app": app.name, "kind": app.kind, "sweep": sweep, "x": x, "p50_ms": r.p50_ms, "p95_ms": r.p95_ms,
-                    "baseline_p95_ms": base.p95_ms, "central_p95_ms": central.p95_ms,
-                    "factor": r.p95_ms / base.p95_ms, "errors": r.errors}
+            seen = r.contention.get("A", {})
+            out = {"app": app.name, "kind": app.kind, "sweep": sweep, "x": x, "p50_ms": r.p50_ms, "p95_ms": r.p95_ms,
+                   "baseline_p95_ms": base.p95_ms, "central_p95_ms": central.p95_ms,
+                   "factor": r.p95_ms / base.p95_ms, "errors": r.errors,
+                   "achieved_contention": seen.get("achieved"), "hog_share": seen.get("hog_share")}
+            if sweep == "contention" and x > 0:
+                # what the hogs added on top of the background the application saw at x = 0
+                # (its own other services on the CPU set, other jobs on the machine):
+                # (1 - achieved) = (1 - background) (1 - added)
+                bg = central.contention.get("A", {}).get("achieved")
+                ach = seen.get("achieved")
+                added = None if bg is None or ach is None or bg >= 1 else round(1.0 - (1.0 - ach) / (1.0 - bg), 4)
+                out.update({"background_contention": bg, "added_contention": added}, **contention_note(x, added))
+            return out
 
         for L in latencies_ms:
             f = fed2(L)
-            r = spread0 if L == 0 else run_scenario(app, f, orch.plan_karmada_static(app, f).replicas, **kw)
+            r = spread0 if L == 0 else run_scenario(app, f, two_cluster_spread(app), **kw)
             rows.append(row("latency", L, r, spread0))
             tick(f"{app.name}: RTT {L:g} ms -> x{rows[-1]['factor']:.2f}")
         for rho in contentions:
@@ -112,6 +143,18 @@ def degradation_sweep(app_names: list[str], *, latencies_ms: list[float] = (0.0,
             rows.append(row("contention", rho, r, central))
             tick(f"{app.name}: contention {rho:g} -> x{rows[-1]['factor']:.2f}")
     return rows
+
+
+def contention_note(target: float, achieved: float | None, tolerance: float = 0.05) -> dict:
+    """``{reached, note}``: whether the application saw the target contention (within
+    ``tolerance``), and if not, a sentence that says so (the sweep's factor is then the factor
+    of the achieved contention, not of the target)."""
+    if achieved is None:
+        return {"reached": False, "note": f"target {target:g}: the application never ran in the contended cluster"}
+    if achieved >= target - tolerance:
+        return {"reached": True, "note": ""}
+    return {"reached": False, "note": f"target {target:g} not reached on this machine: the hogs added contention {achieved:.2f} "
+                                      f"(CPU stretch {1 / (1 - achieved):.2f}x, target {1 / (1 - target):.2f}x)"}
 
 
 def comparison_federation() -> Federation:
@@ -132,8 +175,8 @@ def compare_plans(app_name: str, *, fed: Federation | None = None, client: str =
     sc = SCALES.get(app.name, {})
     app = scaled_application(app, **sc)
     plans = {"orchestrator": orch.plan(app, fed, client=client)}
-    for name, fn in orch.BASELINES.items():
-        plans[name] = fn(app, fed, client=client)
+    base, unschedulable = orch.run_baselines(app, fed, client=client)
+    plans.update(base)
     rate = _rate(app, rate_rps, {})
     runs: dict[str, list] = {m: [] for m in plans}
     total = rounds * len(plans)
@@ -150,4 +193,165 @@ def compare_plans(app_name: str, *, fed: Federation | None = None, client: str =
                     "errors": int(sum(r["errors"] for r in rs)), "runs": rs} for m, rs in runs.items()}
     best = all(measured["orchestrator"]["p95_ms"] < measured[m]["p95_ms"] for m in plans if m != "orchestrator")
     return {"app": app.name, "kind": app.kind, "client": client, "rate_rps": rate, "federation": fed.names,
-            "plans": {m: p.as_dict() for m, p in plans.items()}, "measured": measured, "orchestrator_best": best}
+            "plans": {m: p.as_dict() for m, p in plans.items()}, "unschedulable": unschedulable, "measured": measured,
+            "orchestrator_best": best}
+
+
+# ---- scenarios where placement is a real decision ---------------------------------------------
+
+@dataclass
+class Scenario:
+    """One comparison case: application, federation (Skyplane RTTs by region), where the users
+    are (``client``), per-service constraints (``pinned`` service -> cluster, ``min_clusters``
+    service -> clusters its replicas must span) and the CPU set of each cluster in the harness.
+    ``expect``: what should happen ("split pays" or "no split pays"), stated before measuring."""
+
+    name: str
+    app: Application
+    fed: Federation
+    client: str | dict[str, float]
+    cpu_map: dict[str, list[int]]
+    pinned: dict[str, str] = field(default_factory=dict)
+    min_clusters: dict[str, int] = field(default_factory=dict)
+    expect: str = ""
+    description: str = ""
+
+    def constraints(self) -> dict:
+        return {"pinned": dict(self.pinned) or None, "min_clusters": dict(self.min_clusters) or None}
+
+
+def _fed(cores: tuple[float, float, float], contention: tuple[float, float, float] = (0.0, 0.0, 0.0)) -> Federation:
+    regions = [c.region for c in COMPARISON_CLUSTERS]
+    return federation_from_skyplane([MemberCluster(n, k, r, reg) for n, k, r, reg in zip(("home", "near", "hub"), cores, contention, regions)])
+
+
+def split_scenarios(app_name: str = "hotelReservation") -> list[Scenario]:
+    """The comparison cases on :data:`COMPARISON_CLUSTERS`' regions (users in aws:eu-west-1 =
+    ``home``; ``near`` azure:westeurope, RTT 20.2 ms; ``hub`` aws:us-east-1, RTT 84.9 ms):
+
+    * ``fits-near``: home 1 core, near 4, hub 16: the application (2.2 cores for
+      hotelReservation) fits the near cluster, so nearest-fit is already the best plan: a tie is
+      the right answer.
+    * ``capacity``: home 1 core, near 1.4, hub 16: no European cluster holds it, together they
+      do; nearest-fit must cross the Atlantic.
+    * ``pinned-data``: as fits-near, but every data store (tier ``db``) is pinned to the hub (data
+      residency): which services follow their data is the decision.
+    * ``contention``: near has 10 cores at contention 0.75 (2.5 free, it fits), hub idle: compute
+      in near is stretched 4x.
+    * ``users-2-regions``: as fits-near, half the users in eu-west-1 and half in us-east-1
+      (requests reach the entry's replicas in proportion, no geo-routing): where the whole
+      application sits is a compromise nearest-fit (nearest the largest share) does not make.
+    * ``spread``: as fits-near, app-tier services run 2 replicas that must span 2 clusters
+      (availability); the orchestrator chooses which two.
+    """
+    app = scaled_application(get_application(app_name), **SCALES.get(app_name, {}))
+    cpu = {"home": [0], "near": [1], "hub": [1]}
+    out = [
+        Scenario("fits-near", app, _fed((1.0, 4.0, 16.0)), "home", cpu, expect="no split pays",
+                 description="home 1 core, near 4, hub 16: the application fits near"),
+        Scenario("capacity", app, _fed((1.0, 1.4, 16.0)), "home", cpu, expect="split pays",
+                 description="home 1 core, near 1.4, hub 16: no European cluster holds it alone"),
+        Scenario("pinned-data", app, _fed((1.0, 4.0, 16.0)), "home", cpu, expect="following the data pays",
+                 pinned={s.name: "hub" for s in app.services if s.tier == "db"},
+                 description="as fits-near, data stores pinned to the hub (us-east-1)"),
+        Scenario("contention", app, _fed((1.0, 10.0, 16.0), (0.0, 0.75, 0.0)), "home", {"home": [0], "near": [1], "hub": [0]},
+                 expect="avoiding the contended cluster pays", description="near 10 cores at contention 0.75 (hogs on its CPU), hub idle"),
+    ]
+    out.append(Scenario("users-2-regions", app, _fed((1.0, 4.0, 16.0)), {"home": 0.5, "hub": 0.5}, cpu, expect="a compromise pays",
+                        description="as fits-near, half the users in eu-west-1 (home), half in us-east-1 (hub)"))
+    from dataclasses import replace
+
+    two = Application(app.name, [replace(s, replicas=2) if s.tier == "app" else s for s in app.services], app.edges, app.entry,
+                      app.kind, app.source, list(app.notes))
+    out.append(Scenario("spread", two, _fed((1.0, 4.0, 16.0)), "home", cpu, expect="split required",
+                        min_clusters={s.name: 2 for s in two.services if s.tier == "app"},
+                        description="as fits-near, app-tier services 2 replicas over 2 clusters"))
+    return out
+
+
+def _median_or_none(xs: list) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return round(float(np.median(xs)), 4) if xs else None
+
+
+def binding_constraints(scn: Scenario) -> dict[str, dict]:
+    """Which constraint binds the orchestrator's plan: re-plan with each one relaxed (capacity
+    x100, pins dropped, spread dropped, contention zeroed) and compare the expected latency.
+    ``{constraint: {planned_ms, relaxed_ms, binds}}`` for the constraints present; ``binds`` when
+    relaxing it lowers the expected latency by more than 1 %."""
+    base = orch.plan(scn.app, scn.fed, client=scn.client, **scn.constraints()).cost.total_ms
+    out = {}
+    cases = {"capacity": (replace_fed(scn.fed, cores=100.0), scn.constraints())}
+    if scn.pinned:
+        cases["pinned"] = (scn.fed, {**scn.constraints(), "pinned": None})
+    if scn.min_clusters:
+        cases["spread"] = (scn.fed, {**scn.constraints(), "min_clusters": None})
+    if any(c.contention > 0 for c in scn.fed.clusters):
+        cases["contention"] = (replace_fed(scn.fed, contention=0.0), scn.constraints())
+    for k, (fed, cons) in cases.items():
+        relaxed = orch.plan(scn.app, fed, client=scn.client, **cons).cost.total_ms
+        out[k] = {"planned_ms": round(base, 3), "relaxed_ms": round(relaxed, 3), "binds": relaxed < base * 0.99}
+    return out
+
+
+def replace_fed(fed: Federation, *, cores: float | None = None, contention: float | None = None) -> Federation:
+    """A copy of ``fed`` with every cluster's capacity multiplied by ``cores`` and/or contention
+    set to ``contention``."""
+    ms = [MemberCluster(c.name, c.capacity_cores * (cores or 1.0), c.contention if contention is None else contention, c.region)
+          for c in fed.clusters]
+    return Federation(ms, fed.rtt_ms, fed.bandwidth_mbps)
+
+
+def compare_scenario(scn: Scenario, *, rounds: int = 3, rate_rps: float = 4.0, duration_s: float = 2.0, warmup_s: float = 0.3,
+                     progress: Progress | None = None) -> dict:
+    """Plan ``scn`` with the orchestrator and every baseline that can place it, run each plan in
+    the harness ``rounds`` times (interleaved, seeds 0..rounds-1, contention injected), and
+    return ``{scenario, expect, binding, plans, unschedulable, measured: {method: {p95_ms
+    (median), p95_min, p95_max, p95_runs, errors, meets_spread}}, best_baseline, ratio,
+    verdict}``. The best baseline is the lowest median p95 among baselines that meet the spread
+    requirement, fit the clusters' capacity and had no errors. ``verdict``: "beats" when the orchestrator's worst round is below the best
+    baseline's best round, "loses" the other way round, else "ties" (the ranges overlap)."""
+    cons = scn.constraints()
+    plans = {"orchestrator": orch.plan(scn.app, scn.fed, client=scn.client, **cons)}
+    base, unschedulable = orch.run_baselines(scn.app, scn.fed, client=scn.client, **cons)
+    plans.update(base)
+    rate = _rate(scn.app, rate_rps, {})
+    runs: dict[str, list] = {m: [] for m in plans}
+    total, k = rounds * len(plans), 0
+    for rnd in range(rounds):
+        for m, p in plans.items():
+            r = run_scenario(scn.app, scn.fed, p.replicas, client=scn.client, cpu_map=scn.cpu_map, rate_rps=rate,
+                             duration_s=duration_s, warmup_s=warmup_s, seed=rnd, contention=True)
+            runs[m].append(r.as_dict())
+            k += 1
+            if progress:
+                progress(100.0 * k / total, f"{scn.name} {m}: p95 {r.p95_ms:.1f} ms")
+
+    def meets(p) -> bool:
+        return all(len(p.replicas[s]) >= n for s, n in scn.min_clusters.items())
+
+    measured = {m: {"p95_ms": float(np.median([r["p95_ms"] for r in rs])), "p95_min": float(min(r["p95_ms"] for r in rs)),
+                    "p95_max": float(max(r["p95_ms"] for r in rs)), "p95_runs": [round(r["p95_ms"], 2) for r in rs],
+                    "p50_ms": float(np.median([r["p50_ms"] for r in rs])), "errors": int(sum(r["errors"] for r in rs)),
+                    "expected_ms": plans[m].cost.total_ms, "meets_spread": meets(plans[m]),
+                    "fits": not any(plans[m].cost.overload_cores),
+                    "contention": {c: {"target": rs[0]["contention"][c]["target"],
+                                       "achieved": _median_or_none([r["contention"][c]["achieved"] for r in rs])}
+                                   for c in rs[0]["contention"]}} for m, rs in runs.items()}
+    # a plan asking a cluster for more cores than it has would leave pods Pending in a real
+    # member cluster; the harness runs them anyway (its clusters are CPU sets, not quotas), so
+    # such plans are measured but are not eligible as "best baseline"
+    eligible = [m for m in plans if m != "orchestrator" and measured[m]["meets_spread"] and measured[m]["fits"]
+                and measured[m]["errors"] == 0]
+    best = min(eligible, key=lambda m: measured[m]["p95_ms"]) if eligible else None
+    o = measured["orchestrator"]
+    if best is None:
+        verdict, ratio = "no eligible baseline", None
+    else:
+        b = measured[best]
+        ratio = o["p95_ms"] / b["p95_ms"]
+        verdict = "beats" if o["p95_max"] < b["p95_min"] else "loses" if o["p95_min"] > b["p95_max"] else "ties"
+    return {"scenario": scn.name, "app": scn.app.name, "expect": scn.expect, "description": scn.description,
+            "binding": binding_constraints(scn), "rate_rps": rate, "rounds": rounds,
+            "plans": {m: p.as_dict() for m, p in plans.items()}, "unschedulable": unschedulable, "measured": measured,
+            "best_baseline": best, "ratio": None if ratio is None else round(ratio, 3), "verdict": verdict}

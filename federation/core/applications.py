@@ -125,6 +125,64 @@ def application_from_manifests(paths: list[Path], entry: str, *, name: str = "")
     """Build an :class:`Application` from docker-compose files and/or Kubernetes manifests by the
     module's derivation rule. Raises :class:`FederationError` when a file is missing or not
     YAML, or ``entry`` is not a service found there."""
+    docs: list[dict] = []
+    for p in paths:
+        if not p.exists():
+            raise FederationError(f"manifest {p} does not exist")
+        docs += _read_docs(p)
+    source = "; ".join(str(p.relative_to(DATA)) if p.is_relative_to(DATA) else str(p) for p in paths)
+    return application_from_documents(docs, entry, name=name, source=source)
+
+
+MAX_MANIFEST_BYTES = 2_000_000
+
+
+def application_from_text(text: str, entry: str, *, name: str = "") -> Application:
+    """An :class:`Application` from manifests given as text: one or more YAML documents, each a
+    docker-compose file (a ``services:`` mapping) or a Kubernetes object (``Deployment``s are
+    read, other kinds ignored), by the module's derivation rule. Raises
+    :class:`FederationError` for text that is not YAML, larger than 2 MB, has no service, or
+    lacks ``entry``."""
+    if len(text.encode()) > MAX_MANIFEST_BYTES:
+        raise FederationError(f"manifests larger than {MAX_MANIFEST_BYTES} bytes")
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+    except yaml.YAMLError as err:
+        raise FederationError(f"manifests are not valid YAML: {err}") from None
+    if not any(isinstance(d.get("services"), dict) or d.get("kind") == "Deployment" for d in docs):
+        raise FederationError("no docker-compose services and no Kubernetes Deployment in the manifests")
+    try:
+        return application_from_documents(docs, entry, name=name or entry, source="manifests given by the user")
+    except (TypeError, ValueError, AttributeError) as err:  # e.g. replicas: "three"
+        raise FederationError(f"manifests: a field has the wrong type ({err})") from None
+
+
+def derived_graph(app: Application) -> dict:
+    """The call graph for a user to confirm: services (tier, replicas, CPU request) and edges,
+    each with ``how`` it was derived (``depends_on/links``, ``env``: read from the files;
+    ``stem``, ``entry-fan-out``: inferred by the rule's assumptions) and ``inferred``."""
+    how = {}
+    for n in app.notes:
+        if n.startswith("edge ") and ": " in n:
+            pair, why = n[5:].split(": ", 1)
+            how[tuple(pair.split("->", 1))] = why
+    edges = []
+    for e in app.edges:
+        h = how.get((e.caller, e.callee), "given")
+        edges.append({"caller": e.caller, "callee": e.callee, "calls": e.calls, "payload_bytes": e.payload_bytes, "how": h,
+                      "inferred": h in ("stem", "entry-fan-out")})
+    return {"name": app.name, "entry": app.entry, "source": app.source,
+            "services": [{"name": s.name, "tier": s.tier, "replicas": s.replicas, "cpu_per_replica": s.cpu_per_replica,
+                          "work_ms": s.work_ms} for s in app.services],
+            "edges": edges, "notes": [n for n in app.notes if not n.startswith("edge ")],
+            "rule": {"depends_on/links": "compose depends_on / links (read)", "env": "an environment variable names the service (read)",
+                     "stem": "inferred: a data store owned by the application service with the same name stem",
+                     "entry-fan-out": "inferred: the entry calls an application service that nothing else calls"}}
+
+
+def application_from_documents(docs: list[dict], entry: str, *, name: str = "", source: str = "") -> Application:
+    """The derivation rule over parsed YAML documents (see module docstring). Raises
+    :class:`FederationError` when ``entry`` is not a service found there."""
     info: dict[str, dict[str, Any]] = {}
     raw_edges: list[tuple[str, str]] = []
     envs: dict[str, list[str]] = {}
@@ -132,39 +190,38 @@ def application_from_manifests(paths: list[Path], entry: str, *, name: str = "")
     def svc(n: str) -> dict[str, Any]:
         return info.setdefault(n, {"image": "", "replicas": None, "cpu": None})
 
-    for p in paths:
-        if not p.exists():
-            raise FederationError(f"manifest {p} does not exist")
-        for doc in _read_docs(p):
-            if "services" in doc and isinstance(doc["services"], dict):  # docker-compose
-                for n, spec in doc["services"].items():
-                    spec = spec or {}
-                    s = svc(n)
-                    s["image"] = s["image"] or str(spec.get("image", ""))
-                    rep = (spec.get("deploy") or {}).get("replicas")
-                    if rep is not None and s["replicas"] is None:
-                        s["replicas"] = int(rep)
-                    deps = spec.get("depends_on") or []
-                    deps = list(deps.keys()) if isinstance(deps, dict) else list(deps)
-                    links = [str(x).split(":")[0] for x in spec.get("links") or []]
-                    raw_edges += [(n, d) for d in deps + links]
-                    envs.setdefault(n, []).extend(_env_values(spec.get("environment")))
-            elif doc.get("kind") == "Deployment":
-                n = doc["metadata"]["name"]
+    for doc in docs:
+        if "services" in doc and isinstance(doc["services"], dict):  # docker-compose
+            for n, spec in doc["services"].items():
+                spec = spec or {}
                 s = svc(n)
-                podspec = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
-                ctrs = podspec.get("containers") or [{}]
-                s["image"] = str(ctrs[0].get("image", "")) or s["image"]
-                s["replicas"] = int((doc.get("spec") or {}).get("replicas", 1))
-                cpu = _cpu(((ctrs[0].get("resources") or {}).get("requests") or {}).get("cpu"))
-                if cpu is not None:
-                    s["cpu"] = cpu
-                for c in ctrs:
-                    envs.setdefault(n, []).extend(_env_values(c.get("env")))
+                s["image"] = s["image"] or str(spec.get("image", ""))
+                rep = (spec.get("deploy") or {}).get("replicas")
+                if rep is not None and s["replicas"] is None:
+                    s["replicas"] = int(rep)
+                deps = spec.get("depends_on") or []
+                deps = list(deps.keys()) if isinstance(deps, dict) else list(deps)
+                links = [str(x).split(":")[0] for x in spec.get("links") or []]
+                raw_edges += [(n, d) for d in deps + links]
+                envs.setdefault(n, []).extend(_env_values(spec.get("environment")))
+        elif doc.get("kind") == "Deployment":
+            n = str((doc.get("metadata") or {}).get("name") or "")
+            if not n:
+                raise FederationError("a Deployment without metadata.name")
+            s = svc(n)
+            podspec = ((doc.get("spec") or {}).get("template") or {}).get("spec") or {}
+            ctrs = podspec.get("containers") or [{}]
+            s["image"] = str(ctrs[0].get("image", "")) or s["image"]
+            s["replicas"] = int((doc.get("spec") or {}).get("replicas", 1))
+            cpu = _cpu(((ctrs[0].get("resources") or {}).get("requests") or {}).get("cpu"))
+            if cpu is not None:
+                s["cpu"] = cpu
+            for c in ctrs:
+                envs.setdefault(n, []).extend(_env_values(c.get("env")))
 
     keep = {n for n, s in info.items() if not _is_infra(n, s["image"])}
     if entry not in keep:
-        raise FederationError(f"entry service {entry!r} not found in {', '.join(map(str, paths))}")
+        raise FederationError(f"entry service {entry!r} not found in {source or 'the manifests'}; services: {', '.join(sorted(keep))}")
     tiers = {n: _tier(info[n]["image"], n) for n in keep}
     edges: dict[tuple[str, str], str] = {}
     for a, b in raw_edges:
@@ -193,8 +250,7 @@ def application_from_manifests(paths: list[Path], entry: str, *, name: str = "")
     services = [Service(n, replicas=info[n]["replicas"] or 1, cpu_per_replica=info[n]["cpu"] or 0.1,
                         work_ms=WORK_MS[tiers[n]], tier=tiers[n]) for n in sorted(keep)]
     edge_list = [Edge(a, b, 1.0, PAYLOAD[tiers[b]]) for (a, b) in sorted(edges)]
-    app = Application(name or entry, services, edge_list, entry, "microservices",
-                      source="; ".join(str(p.relative_to(DATA)) if p.is_relative_to(DATA) else str(p) for p in paths))
+    app = Application(name or entry, services, edge_list, entry, "microservices", source=source)
     full = set(app.names)
     app = app.reachable()
     dropped = sorted(full - set(app.names))

@@ -20,7 +20,10 @@ the planners keep within capacity) oversubscribes it: compute there is further s
 
 With a ``client`` cluster (where the users are), each request also pays the link from the
 client cluster to the entry service's cluster once: ``sum_i F[entry,i] (rtt[client,i] + 8 *
-client_payload / bw[client,i] / 1000)``, counted in ``network``.
+client_payload / bw[client,i] / 1000)``, counted in ``network``. Users in several regions:
+``client`` = ``{cluster: share}`` (shares normalised to sum 1), and the link is the
+share-weighted mean over those clusters (users reach the entry's replicas in proportion to
+their counts, like every other caller: no geo-routing).
 
 ``rtt`` in ms, ``payload`` in bytes, ``bw`` in Mbit/s (so ``8 * bytes / Mbit/s / 1000`` is ms).
 The slowdown is processor sharing: a call's CPU time stretches by ``1 / (1 - rho)`` when other
@@ -71,6 +74,26 @@ class Problem:
         return self.fed.rtt_ms + payload_bytes * self.inv_bw_ms_per_byte
 
 
+def client_shares(client: str | dict[str, float]) -> dict[str, float]:
+    """``{cluster: share}`` of where the users are (a single name: all of them there), shares
+    normalised to sum 1. Raises :class:`FederationError` for an empty map or a negative or
+    all-zero share."""
+    if isinstance(client, str):
+        return {client: 1.0}
+    if not client or any(float(v) < 0 for v in client.values()) or sum(float(v) for v in client.values()) <= 0:
+        raise FederationError(f"user shares must be >= 0 and not all zero, got {client}")
+    tot = sum(float(v) for v in client.values())
+    return {k: float(v) / tot for k, v in client.items() if float(v) > 0}
+
+
+def home_cluster(client: str | dict[str, float] | None) -> str | None:
+    """The cluster with the largest share of the users (None without users)."""
+    if client is None:
+        return None
+    sh = client_shares(client)
+    return max(sorted(sh), key=lambda k: sh[k])
+
+
 def slowdown(contention: np.ndarray, weight: float = 1.0) -> np.ndarray:
     """Processor-sharing slowdown ``1 + w (1/(1-rho) - 1)`` per cluster (dimensionless)."""
     rho = np.asarray(contention, float)
@@ -78,7 +101,7 @@ def slowdown(contention: np.ndarray, weight: float = 1.0) -> np.ndarray:
 
 
 def build_problem(app: Application, fed: Federation, *, contention_weight: float = 1.0,
-                  pinned: dict[str, str] | None = None, client: str | None = None,
+                  pinned: dict[str, str] | None = None, client: str | dict[str, float] | None = None,
                   client_payload_bytes: int = 2048) -> Problem:
     """Precompute the cost model's arrays. ``pinned`` maps service -> cluster it must run in;
     ``client`` names the cluster the users' requests come from (``None``: no client link).
@@ -103,8 +126,11 @@ def build_problem(app: Application, fed: Federation, *, contention_weight: float
     inv_bw = 8.0 / (fed.bandwidth_mbps * 1000.0)
     client_link = None
     if client is not None:
-        ci = fed.index(client)
-        client_link = fed.rtt_ms[ci, :] + client_payload_bytes * inv_bw[ci, :]
+        shares = client_shares(client)
+        client_link = np.zeros(len(fed.clusters))
+        for name, share in shares.items():
+            ci = fed.index(name)
+            client_link += share * (fed.rtt_ms[ci, :] + client_payload_bytes * inv_bw[ci, :])
         unary = unary.copy()
         unary[idx[app.entry]] += client_link
     return Problem(app, fed, unary, penalty, edges, demand, capacity, inv_bw, pins, client_link, idx[app.entry])

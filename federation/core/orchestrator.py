@@ -16,13 +16,14 @@ cluster (so a PropagationPolicy names one cluster per service).
   least latency given the services already placed) followed by local search (single-service moves,
   ejection chains of two moves, pairwise swaps, until no move improves) and iterated local search
   within a time limit.
-* Baselines: :func:`plan_all_in_one`; :func:`plan_karmada_static` (Karmada
-  ``replicaScheduling: Divided/Weighted`` with a ``staticWeightList``);
-  :func:`plan_karmada_dynamic` (Karmada ``dynamicWeight: AvailableReplicas``: weights = available
-  cores). Karmada's division: ``floor(replicas * w / sum w)`` each, remainders one by one to the
-  largest fractional parts (Karmada ``pkg/util/helper/binding.go``); ties are broken by rotating
-  the cluster order per service, so single-replica services spread over the clusters instead of
-  all landing in the first one.
+* Baselines: :func:`plan_nearest_fit` (everything in the nearest cluster that holds it);
+  :func:`plan_all_in_one`; :func:`plan_karmada_static` (Karmada ``replicaScheduling:
+  Divided/Weighted`` with a ``staticWeightList``); :func:`plan_karmada_dynamic` (Karmada
+  ``dynamicWeight: AvailableReplicas``). Both Karmada baselines divide replicas with Karmada's
+  own algorithm, ported in :mod:`federation.core.division` (Webster / Sainte-Lague, Karmada
+  ``pkg/util/helper/webstermethod.go`` ``AllocateWebsterSeats``), ties included: equal
+  priorities go to the cluster with fewer replicas, then the smaller name, so single-replica
+  services with equal weights all land in the alphabetically first cluster, as in Karmada.
 """
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .cost import CostBreakdown, Problem, assignment_matrix, build_problem, evaluate
+from .cost import CostBreakdown, Problem, assignment_matrix, build_problem, evaluate, home_cluster
+from .division import dynamic_weight_division, static_weight_division
 from .model import Application, Federation, FederationError
 
 
@@ -198,46 +200,76 @@ def _greedy_assign(prob: Problem, adj, order: list[int]) -> np.ndarray | None:
 
 
 def _local_search(prob: Problem, adj, assign: np.ndarray, deadline: float) -> np.ndarray:
-    load = np.zeros(prob.C)
-    np.add.at(load, assign, prob.demand)
-    free = [s for s in range(prob.S) if s not in prob.pinned]
-    improved = True
-    while improved and time.perf_counter() < deadline:
-        improved = False
-        for s in free:  # single moves
-            costs = _move_costs(prob, assign, s, adj)
-            c0 = assign[s]
-            ok = load + prob.demand[s] <= prob.capacity + 1e-9
-            ok[c0] = True
-            costs[~ok] = np.inf
-            c = int(np.argmin(costs))
-            if costs[c] < costs[c0] - 1e-9:
-                load[c0] -= prob.demand[s]; load[c] += prob.demand[s]; assign[s] = c
-                improved = True
-        if improved:
-            continue
-        improved = _ejection_pass(prob, adj, assign, load, free, deadline)
-        if improved:
-            continue
-        for a, b in itertools.combinations(free, 2):  # swaps, for when capacity blocks single moves
-            if time.perf_counter() > deadline:
-                break
-            ca, cb = assign[a], assign[b]
-            if ca == cb:
+    """Local search to a local optimum of single-service moves, pairwise swaps and ejection
+    chains (in that order of preference), all within capacity, pinned services fixed.
+
+    Incremental: ``M[s, c]`` (``(S, C)``) is the latency that depends on service ``s`` were it
+    in cluster ``c``, the others held fixed (:func:`_move_costs`). Moving ``t`` from ``a`` to
+    ``b`` changes only its neighbours' rows, each by ``w * (link[b] - link[a])`` of their shared
+    edge, so a move costs ``O(deg * C)`` instead of re-evaluating everything. The best single
+    move is one ``argmin`` over ``M - M[s, assign[s]]``; the best swap one ``argmin`` over the
+    ``(S, S)`` matrix ``M[a, c_b] - M[a, c_a] + M[b, c_a] - M[b, c_b]`` plus, for services that
+    share an edge, ``w (L[c_b, c_a] + L[c_a, c_b] - L[c_b, c_b] - L[c_a, c_a])`` (the edge
+    between them counted in both rows at positions it will not have after the swap)."""
+    S, C = prob.S, prob.C
+    assign = assign.copy()
+    demand, cap = prob.demand, prob.capacity + 1e-9
+    load = np.zeros(C)
+    np.add.at(load, assign, demand)
+    M = np.array([_move_costs(prob, assign, t, adj) for t in range(S)]) if S else np.zeros((0, C))
+    pinned = np.zeros(S, bool)
+    pinned[list(prob.pinned)] = True
+    rows = np.arange(S)
+    links = {p: prob.link_ms(p) for p in {p for _, _, _, p in prob.edges}}
+    pair_edges = [(u, v, w, links[p]) for u, v, w, p in prob.edges]
+
+    def move(t: int, b: int) -> None:
+        a = int(assign[t])
+        for s2, w, pl, out in adj[t]:
+            L = links[pl]
+            # t -> s2 (t caller): s2's row holds w * L[c_t, :]; s2 -> t: w * L[:, c_t]
+            M[s2] += w * ((L[b, :] - L[a, :]) if out else (L[:, b] - L[:, a]))
+        load[a] -= demand[t]
+        load[b] += demand[t]
+        assign[t] = b
+
+    while time.perf_counter() < deadline:
+        cur = M[rows, assign]
+        feas = load[None, :] + demand[:, None] <= cap[None, :]
+        feas[pinned] = False
+        gain = np.where(feas, M - cur[:, None], np.inf)
+        gain[rows, assign] = np.inf
+        if S and gain.size:
+            k = int(np.argmin(gain))
+            t, b = divmod(k, C)
+            if gain[t, b] < -1e-9:
+                move(t, b)
                 continue
-            if (load[cb] - prob.demand[b] + prob.demand[a] > prob.capacity[cb] + 1e-9
-                    or load[ca] - prob.demand[a] + prob.demand[b] > prob.capacity[ca] + 1e-9):
+        if S > 1:
+            D = M[:, assign]  # D[x, y] = M[x, c_y]
+            delta = D - cur[:, None] + D.T - cur[None, :]
+            for u, v, w, L in pair_edges:
+                cu, cv = assign[u], assign[v]
+                corr = w * (L[cv, cu] + L[cu, cv] - L[cv, cv] - L[cu, cu])
+                delta[u, v] += corr
+                delta[v, u] += corr
+            same = assign[:, None] == assign[None, :]
+            la, lb = load[assign][:, None], load[assign][None, :]
+            ok = (lb - demand[None, :] + demand[:, None] <= cap[assign][None, :]) & (la - demand[:, None] + demand[None, :] <= cap[assign][:, None])
+            ok &= ~same & ~pinned[:, None] & ~pinned[None, :]
+            delta = np.where(ok, delta, np.inf)
+            k = int(np.argmin(delta))
+            x, y = divmod(k, S)
+            if delta[x, y] < -1e-9:
+                cx, cy = int(assign[x]), int(assign[y])
+                move(x, cy)
+                move(y, cx)
                 continue
-            before = _move_costs(prob, assign, a, adj)[ca] + _move_costs(prob, assign, b, adj)[cb]
-            shared = sum(w * (prob.link_ms(p)[ca, cb] if out else prob.link_ms(p)[cb, ca]) for t, w, p, out in adj[a] if t == b)
-            assign[a], assign[b] = cb, ca
-            after = _move_costs(prob, assign, a, adj)[cb] + _move_costs(prob, assign, b, adj)[ca]
-            shared2 = sum(w * (prob.link_ms(p)[cb, ca] if out else prob.link_ms(p)[ca, cb]) for t, w, p, out in adj[a] if t == b)
-            if after - shared2 < before - shared - 1e-9:
-                load[ca] += prob.demand[b] - prob.demand[a]; load[cb] += prob.demand[a] - prob.demand[b]
-                improved = True
-                break
-            assign[a], assign[b] = ca, cb
+        free = [t for t in range(S) if not pinned[t]]
+        if _ejection_pass(prob, adj, assign, load, free, deadline):
+            M = np.array([_move_costs(prob, assign, t, adj) for t in range(S)])
+            continue
+        break
     return assign
 
 
@@ -283,7 +315,7 @@ def _ejection_pass(prob: Problem, adj, assign: np.ndarray, load: np.ndarray, fre
 
 
 def plan_greedy(app: Application, fed: Federation, *, contention_weight: float = 1.0,
-                pinned: dict[str, str] | None = None, client: str | None = None, time_limit: float = 3.0,
+                pinned: dict[str, str] | None = None, client: str | None = None, time_limit: float = 0.9,
                 max_stale: int = 100, seed: int = 0) -> Plan:
     """Greedy in call order plus local search (moves, then swaps), started also from the best
     single cluster that can hold the whole application; then iterated local search (random
@@ -337,39 +369,120 @@ def plan_greedy(app: Application, fed: Federation, *, contention_weight: float =
     return _plan_from_assign(prob, best, "greedy+local-search", time.perf_counter() - t0)
 
 
-def plan(app: Application, fed: Federation, *, method: str = "auto", exact_limit: int = 4000, **kw) -> Plan:
+def plan(app: Application, fed: Federation, *, method: str = "auto", exact_limit: int = 4000,
+         min_clusters: dict[str, int] | None = None, **kw) -> Plan:
     """Plan with ``method`` ``"milp"``, ``"greedy"`` or ``"auto"`` (MILP when the programme has at
-    most ``exact_limit`` variables ``S*C + E*C^2``, else greedy + local search)."""
+    most ``exact_limit`` variables ``S*C + E*C^2``, else greedy + local search). With
+    ``min_clusters`` (service -> how many member clusters its replicas must span, for
+    availability: Karmada ``spreadConstraints`` ``minGroups``) the whole-service plan is then
+    split replica by replica (:func:`spread_replicas`)."""
     if method == "milp":
-        return plan_milp(app, fed, **kw)
-    if method == "greedy":
-        return plan_greedy(app, fed, **kw)
-    if method != "auto":
+        p = plan_milp(app, fed, **kw)
+    elif method == "greedy":
+        p = plan_greedy(app, fed, **kw)
+    elif method != "auto":
         raise FederationError(f"unknown planning method {method!r}; use milp, greedy or auto")
-    C = len(fed.clusters)
-    size = len(app.services) * C + len(app.edges) * C * C
-    return plan_milp(app, fed, **kw) if size <= exact_limit else plan_greedy(app, fed, **kw)
+    else:
+        C = len(fed.clusters)
+        size = len(app.services) * C + len(app.edges) * C * C
+        p = plan_milp(app, fed, **kw) if size <= exact_limit else plan_greedy(app, fed, **kw)
+    if min_clusters:
+        kw.pop("time_limit", None)
+        p = spread_replicas(app, fed, p, min_clusters, **kw)
+    return p
+
+
+def _check_min_clusters(app: Application, fed: Federation, min_clusters: dict[str, int]) -> dict[int, int]:
+    idx = {n: i for i, n in enumerate(app.names)}
+    out = {}
+    for s, k in min_clusters.items():
+        if s not in idx:
+            raise FederationError(f"min_clusters names unknown service {s!r}")
+        if int(k) != k or k < 1:
+            raise FederationError(f"min_clusters[{s!r}] must be an integer >= 1, got {k}")
+        svc = app.service(s)
+        if k > min(svc.replicas, len(fed.clusters)):
+            raise FederationError(f"{s!r} has {svc.replicas} replicas and the federation {len(fed.clusters)} members: "
+                                  f"it cannot span {k} clusters")
+        out[idx[s]] = int(k)
+    return out
+
+
+def spread_replicas(app: Application, fed: Federation, start: Plan, min_clusters: dict[str, int], *,
+                    contention_weight: float = 1.0, pinned: dict[str, str] | None = None, client: str | None = None,
+                    time_limit: float = 5.0) -> Plan:
+    """Replica-level placement from ``start``: first each service in ``min_clusters`` is spread
+    until it spans that many clusters (one replica at a time, from its fullest cluster to the
+    cluster with room where the expected latency rises least), then local search over single
+    replica moves (any service not pinned, any pair of clusters, within capacity and the spread
+    requirement) with the exact fractional cost (:func:`federation.core.cost.evaluate`), best
+    improving move first, until none improves or ``time_limit`` s pass. Raises
+    :class:`FederationError` for an impossible requirement (more clusters than replicas or
+    members) or when capacity leaves no cluster to spread to."""
+    prob = build_problem(app, fed, contention_weight=contention_weight, pinned=pinned, client=client)
+    need = _check_min_clusters(app, fed, min_clusters)
+    for s in need:
+        if s in prob.pinned and need[s] > 1:
+            raise FederationError(f"{app.services[s].name!r} is pinned to one cluster and cannot span {need[s]}")
+    t0 = time.perf_counter()
+    names = fed.names
+    N = np.zeros((prob.S, prob.C), int)
+    for i, svc in enumerate(app.services):
+        for c, n in start.replicas[svc.name].items():
+            N[i, names.index(c)] = n
+    cpu = np.array([svc.cpu_per_replica for svc in app.services])
+    load = (N * cpu[:, None]).sum(axis=0)
+
+    def cost(M: np.ndarray) -> float:
+        return evaluate(prob, M / M.sum(axis=1, keepdims=True)).total_ms
+
+    for s, k in need.items():
+        while np.count_nonzero(N[s]) < k:
+            a = int(np.argmax(N[s]))
+            best = None
+            for b in range(prob.C):
+                if N[s, b] or load[b] + cpu[s] > prob.capacity[b] + 1e-9:
+                    continue
+                N[s, a] -= 1; N[s, b] += 1
+                cst = cost(N)
+                N[s, a] += 1; N[s, b] -= 1
+                if best is None or cst < best[0]:
+                    best = (cst, b)
+            if best is None:
+                raise FederationError(f"no cluster has room to spread {app.services[s].name!r} over {k} clusters")
+            b = best[1]
+            N[s, a] -= 1; N[s, b] += 1; load[a] -= cpu[s]; load[b] += cpu[s]
+    cur = cost(N)
+    deadline = t0 + time_limit
+    while time.perf_counter() < deadline:
+        best = None
+        for s in range(prob.S):
+            if s in prob.pinned:
+                continue
+            for a in np.flatnonzero(N[s]):
+                for b in range(prob.C):
+                    if b == a or load[b] + cpu[s] > prob.capacity[b] + 1e-9:
+                        continue
+                    if N[s, a] == 1 and N[s, b] > 0 and np.count_nonzero(N[s]) - 1 < need.get(s, 1):
+                        continue
+                    N[s, a] -= 1; N[s, b] += 1
+                    cst = cost(N)
+                    N[s, a] += 1; N[s, b] -= 1
+                    if cst < cur - 1e-9 and (best is None or cst < best[0]):
+                        best = (cst, s, int(a), b)
+        if best is None:
+            break
+        cur, s, a, b = best
+        N[s, a] -= 1; N[s, b] += 1; load[a] -= cpu[s]; load[b] += cpu[s]
+    out = _plan_from_counts(prob, N, start.method + "+spread", "")
+    out.solve_seconds = start.solve_seconds + time.perf_counter() - t0
+    out.explanation = {svc.name: (f"{start.explanation.get(svc.name, '')}; spread over {sorted(out.replicas[svc.name])}"
+                                  if len(out.replicas[svc.name]) > 1 else start.explanation.get(svc.name, ""))
+                       for svc in app.services}
+    return out
 
 
 # ---- baselines ------------------------------------------------------------------------------
-
-def karmada_divide(replicas: int, weights: list[float], rotate: int = 0) -> list[int]:
-    """Divide ``replicas`` over clusters by ``weights`` (Karmada's weighted division): each gets
-    ``floor(replicas * w / W)``, the rest go one each to the largest fractional parts, ties
-    broken by cluster order rotated by ``rotate``. Raises :class:`FederationError` for
-    negative weights or all-zero weights."""
-    w = np.asarray(weights, float)
-    if np.any(w < 0) or w.sum() <= 0:
-        raise FederationError(f"weights must be >= 0 and not all zero, got {list(weights)}")
-    exact = replicas * w / w.sum()
-    base = np.floor(exact + 1e-9).astype(int)
-    rest = replicas - int(base.sum())
-    C = len(w)
-    order = sorted(range(C), key=lambda i: (-(exact[i] - base[i]), -w[i], (i - rotate) % C))
-    for i in order[:rest]:
-        base[i] += 1
-    return [int(x) for x in base]
-
 
 def _plan_from_counts(prob: Problem, counts: np.ndarray, method: str, why: str) -> Plan:
     names = prob.fed.names
@@ -378,42 +491,185 @@ def _plan_from_counts(prob: Problem, counts: np.ndarray, method: str, why: str) 
     return Plan(prob.app.name, method, reps, evaluate(prob, F), {s.name: why for s in prob.app.services})
 
 
-def plan_all_in_one(app: Application, fed: Federation, *, cluster: str | None = None, contention_weight: float = 1.0, client: str | None = None) -> Plan:
+def _pin(prob: Problem, counts: np.ndarray) -> None:
+    """Move every replica of each pinned service to its pinned cluster (in place)."""
+    for s, c in prob.pinned.items():
+        counts[s, :] = 0
+        counts[s, c] = prob.app.services[s].replicas
+
+
+def plan_all_in_one(app: Application, fed: Federation, *, cluster: str | None = None, contention_weight: float = 1.0,
+                    client: str | None = None, pinned: dict[str, str] | None = None, min_clusters: dict[str, int] | None = None) -> Plan:
     """Everything in one cluster, capacity ignored (``cost.overload_cores`` shows any
-    overcommit). Default cluster: the client's when the whole application fits there, else the
-    one with the most available cores (the 'hub' a centralised deployment would use)."""
-    prob = build_problem(app, fed, contention_weight=contention_weight, client=client)
+    overcommit); pinned services stay where pinned; ``min_clusters`` is ignored. Default
+    cluster: the client's when the whole application fits there, else the one with the most
+    available cores (the 'hub' a centralised deployment would use)."""
+    prob = build_problem(app, fed, contention_weight=contention_weight, client=client, pinned=pinned)
     if cluster:
         c = fed.index(cluster)
-    elif client and prob.demand.sum() <= prob.capacity[fed.index(client)] + 1e-9:
-        c = fed.index(client)
+    elif client and prob.demand.sum() <= prob.capacity[fed.index(home_cluster(client))] + 1e-9:
+        c = fed.index(home_cluster(client))
     else:
         c = int(np.argmax(prob.capacity))
     counts = np.zeros((prob.S, prob.C), int)
     counts[:, c] = [s.replicas for s in app.services]
+    _pin(prob, counts)
     return _plan_from_counts(prob, counts, "all-in-one", f"centralised in {fed.names[c]}")
 
 
-def plan_karmada_static(app: Application, fed: Federation, *, weights: dict[str, float] | None = None,
-                        contention_weight: float = 1.0, client: str | None = None) -> Plan:
-    """Karmada static weights (default: equal weights for every member)."""
-    prob = build_problem(app, fed, contention_weight=contention_weight, client=client)
-    w = [float((weights or {}).get(n, 1.0)) for n in fed.names]
+def plan_karmada_static(app: Application, fed: Federation, *, weights: dict[str, int] | None = None,
+                        contention_weight: float = 1.0, client: str | None = None, pinned: dict[str, str] | None = None,
+                        min_clusters: dict[str, int] | None = None) -> Plan:
+    """Karmada ``Divided`` / ``Weighted`` with a ``staticWeightList`` (default: weight 1 for
+    every member), divided by Karmada's own algorithm
+    (:func:`federation.core.division.static_weight_division`: Webster); a pinned service's
+    policy names only its cluster (``clusterAffinity``); ``min_clusters`` is not enforced (the
+    benchmark reports whether the division happens to meet it). Capacity is not checked, as
+    Karmada's static weights do not (``cost.overload_cores`` shows any overcommit). Raises
+    :class:`FederationError` for an unknown cluster or a non-integer / negative weight."""
+    prob = build_problem(app, fed, contention_weight=contention_weight, client=client, pinned=pinned)
     for k in weights or {}:
         fed.index(k)
-    counts = np.array([karmada_divide(s.replicas, w, i) for i, s in enumerate(app.services)])
-    return _plan_from_counts(prob, counts, "karmada-static", f"static weights {dict(zip(fed.names, w))}")
+    w = {n: (weights or {}).get(n, 0 if weights else 1) for n in fed.names}
+    counts = np.zeros((prob.S, prob.C), int)
+    for i, s in enumerate(app.services):
+        for c, n in static_weight_division(s.replicas, w, fed.names).items():
+            counts[i, fed.index(c)] = n
+    _pin(prob, counts)
+    return _plan_from_counts(prob, counts, "karmada-static", f"static weights {w} (Webster division, as karmada-scheduler)")
 
 
-def plan_karmada_dynamic(app: Application, fed: Federation, *, contention_weight: float = 1.0, client: str | None = None) -> Plan:
-    """Karmada dynamic weights by available capacity (cores not taken by contention)."""
-    prob = build_problem(app, fed, contention_weight=contention_weight, client=client)
-    w = [round(c.available_cores, 6) for c in fed.clusters]
-    counts = np.array([karmada_divide(s.replicas, w, i) for i, s in enumerate(app.services)])
-    return _plan_from_counts(prob, counts, "karmada-dynamic", f"weights = available cores {dict(zip(fed.names, w))}")
+def available_replicas(cores: float, cpu_per_replica: float) -> int:
+    """How many more replicas requesting ``cpu_per_replica`` cores fit in ``cores`` free cores
+    (Karmada's general estimator: allocatable minus allocated, divided by the request, floored).
+    A 1e-9 slack keeps 0.3 / 0.1 from flooring to 2."""
+    if cpu_per_replica <= 0:
+        return 10**9
+    return max(0, int(np.floor(cores / cpu_per_replica + 1e-9)))
 
 
-BASELINES = {"all-in-one": plan_all_in_one, "karmada-static": plan_karmada_static, "karmada-dynamic": plan_karmada_dynamic}
+def _dynamic(app: Application, fed: Federation, prob: Problem, k_of: dict[str, int] | None, method: str) -> np.ndarray:
+    """Replica counts ``(S, C)`` of Karmada dynamic weights (``k_of`` None) or of spread
+    constraints with equal static weights over the selected clusters (``k_of``: service ->
+    clusters to select), services in order, each seeing the cores the earlier ones took."""
+    free = np.array([c.available_cores for c in fed.clusters], float)
+    counts = np.zeros((prob.S, prob.C), int)
+    for i, s in enumerate(app.services):
+        avail = {n: available_replicas(free[k], s.cpu_per_replica) for k, n in enumerate(fed.names)}
+        if i in prob.pinned:
+            avail = {fed.names[prob.pinned[i]]: avail[fed.names[prob.pinned[i]]]}
+        elif k_of is not None:
+            # spreadConstraints spreadByField cluster, minGroups = maxGroups = k: the k clusters
+            # ranked first (equal scores on a first scheduling, then more available replicas,
+            # then name: selectBestClustersByCluster in pkg/scheduler/core/spreadconstraint)
+            k = k_of.get(s.name, 1)
+            top = sorted(avail, key=lambda n: (-avail[n], n))[:k]
+            avail = {n: avail[n] for n in top}
+        try:
+            if k_of is not None and i not in prob.pinned:
+                if sum(avail.values()) < s.replicas:
+                    raise FederationError(f"clusters available replicas {sum(avail.values())} are not enough to schedule {s.replicas}")
+                div = static_weight_division(s.replicas, {n: 1 for n in avail})
+            else:
+                div = dynamic_weight_division(s.replicas, avail)
+        except FederationError as err:
+            raise FederationError(f"{method}: service {s.name!r} is unschedulable: {err}") from None
+        for c, n in div.items():
+            k = fed.index(c)
+            counts[i, k] = n
+            free[k] -= n * s.cpu_per_replica
+    return counts
+
+
+def plan_karmada_dynamic(app: Application, fed: Federation, *, contention_weight: float = 1.0, client: str | None = None,
+                         pinned: dict[str, str] | None = None, min_clusters: dict[str, int] | None = None) -> Plan:
+    """Karmada ``dynamicWeight: AvailableReplicas``: each service's replicas divided (Webster,
+    :func:`federation.core.division.dynamic_weight_division`) in proportion to how many of its
+    replicas each cluster still has room for (a pinned service: only its cluster). Services are
+    scheduled one after another in the application's order, each seeing the cores the earlier
+    ones took (as the estimator sees running pods). Raises :class:`FederationError` when a
+    service does not fit (Karmada leaves it unschedulable)."""
+    prob = build_problem(app, fed, contention_weight=contention_weight, client=client, pinned=pinned)
+    counts = _dynamic(app, fed, prob, None, "karmada-dynamic")
+    return _plan_from_counts(prob, counts, "karmada-dynamic", "weights = available replicas per cluster, services in order (Webster division)")
+
+
+def plan_karmada_spread(app: Application, fed: Federation, *, contention_weight: float = 1.0, client: str | None = None,
+                        pinned: dict[str, str] | None = None, min_clusters: dict[str, int] | None = None) -> Plan:
+    """Karmada with ``spreadConstraints`` (``spreadByField: cluster``, ``minGroups = maxGroups =
+    min_clusters[s]``, default 1): per service the clusters with the most available replicas
+    are selected (scores tie on a first scheduling), then its replicas divided over them with
+    equal static weights (Webster), the setting Karmada's high-availability guide pairs with
+    spread constraints (dynamic weights would give a selected cluster no replica whenever the
+    other has far more room: 2 replicas over 160 and 40 available go 2/0). Raises
+    :class:`FederationError` when a service does not fit."""
+    prob = build_problem(app, fed, contention_weight=contention_weight, client=client, pinned=pinned)
+    if min_clusters:
+        _check_min_clusters(app, fed, min_clusters)
+    counts = _dynamic(app, fed, prob, dict(min_clusters or {}), "karmada-spread")
+    return _plan_from_counts(prob, counts, "karmada-spread", f"spreadConstraints cluster x {dict(min_clusters or {})}, equal static weights")
+
+
+def plan_nearest_fit(app: Application, fed: Federation, *, contention_weight: float = 1.0, client: str | None = None,
+                     pinned: dict[str, str] | None = None, min_clusters: dict[str, int] | None = None) -> Plan:
+    """The rule a user would write first: the whole application in the cluster nearest the
+    users (lowest RTT from ``client``, or its largest share; default: the first member) that can hold it, ties to the
+    larger free capacity; pinned services stay where pinned (their cores counted where they
+    are); a service that must span ``k`` clusters gets its replicas divided evenly (Webster)
+    over the chosen cluster and the ``k - 1`` next nearest. Raises :class:`FederationError`
+    when no single cluster can hold it (then placement needs a split) or the spread overfills
+    a cluster."""
+    prob = build_problem(app, fed, contention_weight=contention_weight, client=client, pinned=pinned)
+    home = fed.index(home_cluster(client)) if client else 0
+    free = prob.capacity.copy()
+    for s, c in prob.pinned.items():
+        free[c] -= prob.demand[s]
+    need = sum(prob.demand[s] for s in range(prob.S) if s not in prob.pinned)
+    fits = [c for c in range(prob.C) if need <= free[c] + 1e-9]
+    if not fits:
+        raise FederationError(f"nearest-fit: no single cluster holds {need:.2f} cores (largest free: {free.max():.2f})")
+    c = min(fits, key=lambda k: (fed.rtt_ms[home, k], -free[k]))
+    counts = np.zeros((prob.S, prob.C), int)
+    counts[:, c] = [s.replicas for s in app.services]
+    _pin(prob, counts)
+    order = sorted(range(prob.C), key=lambda k: (k != c, fed.rtt_ms[home, k], -free[k]))
+    for name, k in (min_clusters or {}).items():
+        i = app.names.index(name)
+        if i in prob.pinned or k <= 1:
+            continue
+        counts[i, :] = 0
+        for cl, n in static_weight_division(app.services[i].replicas, {fed.names[j]: 1 for j in order[:k]}).items():
+            counts[i, fed.index(cl)] = n
+    load = (counts * np.array([s.cpu_per_replica for s in app.services])[:, None]).sum(axis=0)
+    if np.any(load > prob.capacity + 1e-9):
+        raise FederationError(f"nearest-fit: the spread overfills {[fed.names[j] for j in np.flatnonzero(load > prob.capacity + 1e-9)]}")
+    return _plan_from_counts(prob, counts, "nearest-fit", f"all in {fed.names[c]}, the nearest cluster (RTT {fed.rtt_ms[home, c]:.1f} ms) "
+                             f"that holds {need:.2f} cores")
+
+
+BASELINES = {"nearest-fit": plan_nearest_fit, "all-in-one": plan_all_in_one, "karmada-static": plan_karmada_static,
+             "karmada-dynamic": plan_karmada_dynamic, "karmada-spread": plan_karmada_spread}
+
+BASELINE_DESCRIPTIONS = {
+    "nearest-fit": "the whole application in the nearest cluster (RTT from the users) that can hold it",
+    "all-in-one": "the whole application in the users' cluster if it fits, else in the largest cluster (capacity ignored)",
+    "karmada-static": "Karmada staticWeightList, weight 1 per member, Webster division as karmada-scheduler",
+    "karmada-dynamic": "Karmada dynamicWeight AvailableReplicas, Webster division as karmada-scheduler",
+    "karmada-spread": "Karmada spreadConstraints (cluster, min = max = the required spread), equal weights over the selected clusters",
+}
+
+
+def run_baselines(app: Application, fed: Federation, **kw) -> tuple[dict[str, Plan], dict[str, str]]:
+    """Every baseline of :data:`BASELINES`: ``(plans, unschedulable)`` where ``unschedulable``
+    maps a baseline that cannot place the application (nearest-fit with no cluster that holds
+    it, Karmada dynamic weights out of room) to the reason."""
+    plans, why = {}, {}
+    for name, fn in BASELINES.items():
+        try:
+            plans[name] = fn(app, fed, **kw)
+        except FederationError as err:
+            why[name] = str(err)
+    return plans, why
 
 
 def brute_force(app: Application, fed: Federation, *, contention_weight: float = 1.0,

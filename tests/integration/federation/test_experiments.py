@@ -3,6 +3,8 @@ the dashboard page; ``manage.py fedbench``."""
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from io import StringIO
 
 import psutil
@@ -12,6 +14,7 @@ from django.core.management import call_command
 from django.test import Client
 from rest_framework.test import APIClient
 
+from federation.core import karmada
 from tests.conftest import wait_for
 from webapp.models import Cluster, Experiment, Node
 from webapp.states import State
@@ -37,11 +40,27 @@ def api(user):
     return client
 
 
+# Every process started under this test module carries this token in its environment (the
+# harness passes its environment on to its children, and so do a worker this module starts), so
+# harness_procs() counts only processes this module's tests started, never another job's.
+_TOKEN = f"{os.getpid()}-{uuid.uuid4().hex}"
+os.environ["TANDEM_FED_TEST_TOKEN"] = _TOKEN
+
+
 def harness_procs() -> list[psutil.Process]:
+    """Harness processes (services, proxies, stress-ng) started by this test process: its
+    descendants, or any process carrying this module's token."""
+    mine = {p.pid for p in psutil.Process().children(recursive=True)}
     out = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = " ".join(p.info["cmdline"] or [])
-        if "federation.backends." in cmd or "stress-ng" in cmd:
+        if "federation.backends." not in cmd and "stress-ng" not in cmd:
+            continue
+        try:
+            ours = p.pid in mine or p.environ().get("TANDEM_FED_TEST_TOKEN") == _TOKEN
+        except psutil.Error:
+            ours = False
+        if ours:
             out.append(p)
     return out
 
@@ -79,7 +98,10 @@ def test_plan_and_benchmark_run_on_real_worker(celery_worker_process, api, clien
     assert set(res["plan"]["replicas"]) == {s["name"] for s in res["services"]}
     assert res["plan"]["cost"]["total_ms"] <= min(b["cost"]["total_ms"] for b in res["baselines"].values()) + 1e-6
     docs = list(yaml.safe_load_all(api.get(f"/api/v1/federation/plans/{plan.json()['id']}/karmada/").content))
-    assert {d["spec"]["resourceSelectors"][0]["name"] for d in docs} == set(res["plan"]["replicas"])
+    pols = [d for d in docs if d["kind"] == "PropagationPolicy"]
+    assert {d["spec"]["resourceSelectors"][0]["name"] for d in pols if d["spec"]["resourceSelectors"][0]["kind"] == "Deployment"} \
+        == set(res["plan"]["replicas"])
+    assert all(karmada.validate_policy(d) == [] for d in pols)
     rows = Experiment.objects.get(pk=bench.json()["id"]).result["degradation"]
     lat = {r["x"]: r["p95_ms"] for r in rows if r["sweep"] == "latency"}
     assert lat[40.0] > lat[0.0]  # inference spread over two clusters: each crossing adds 40 ms
@@ -96,7 +118,7 @@ def test_plan_from_registered_clusters(api):
         c = Cluster.objects.create(name=name, region=region, labels={"tandem.io/contention": "0.25"})
         Node.objects.create(cluster=c, name="n0", cpu_cores=cores / 2, memory_mib=1024)
         Node.objects.create(cluster=c, name="n1", cpu_cores=cores / 2, memory_mib=1024)
-    from federation.services import federation_from_parameters
+    from federation.experiment import federation_from_parameters
 
     ids = list(Cluster.objects.filter(name__startswith="reg-").values_list("pk", flat=True))
     fed = federation_from_parameters({"cluster_ids": ids})
@@ -113,8 +135,12 @@ def test_fedbench_command_json():
     out = StringIO()
     call_command("fedbench", "--apps", "inference", "--latencies", "0,30", "--contentions", "0.5", "--duration", "0.6",
                  "--no-compare", "--json", stdout=out)
-    summary = json.loads(out.getvalue().strip().splitlines()[-1])
+    lines = out.getvalue().strip().splitlines()
+    assert len(lines) == 1  # --json: stdout carries the JSON summary and nothing else
+    summary = json.loads(lines[0])
     assert summary["degradation"]["inference"]["max_latency_factor"] > 1.0
+    (c,) = summary["contention"]
+    assert c["target"] == 0.5 and 0.0 <= c["achieved"] <= 1.0
 
 
 def test_applications_endpoint_lists_derived_graphs(api):
@@ -126,7 +152,7 @@ def test_applications_endpoint_lists_derived_graphs(api):
 
 
 def test_demo_step_plans_and_runs_the_harness(user):
-    from federation.services import federation_demo
+    from federation.experiment import federation_demo
     from webapp.demo import demo_steps
 
     assert "federation" in [s.name for s in demo_steps()]
@@ -140,9 +166,12 @@ def test_demo_step_plans_and_runs_the_harness(user):
     assert exp.result["federation"]["rtt_ms"][0][2] == pytest.approx(84.933)  # Skyplane eu-west-1 <-> us-east-1
     bench = Experiment.objects.get(kind="federation-benchmark", owner=user)
     assert bench.state == State.SUCCEEDED
-    # 2 latencies + 2 contentions for one application; the comparison runs the orchestrator and 3 baselines
+    # 2 latencies + 2 contentions for one application; the comparison runs the orchestrator and
+    # every baseline that can place the application (the others say why not)
     assert len(bench.result["degradation"]) == 4
-    assert set(bench.result["comparisons"][0]["measured"]) == {"orchestrator", "all-in-one", "karmada-static", "karmada-dynamic"}
+    cmp0 = bench.result["comparisons"][0]
+    assert set(cmp0["measured"]) == {"orchestrator", "nearest-fit", "all-in-one", "karmada-static", "karmada-dynamic", "karmada-spread"} \
+        - set(cmp0["unschedulable"])
     assert "see /federation/" in text
     assert {p.pid for p in harness_procs()} - before == set()
     client = Client()
@@ -173,3 +202,44 @@ def test_karmada_yaml_bad_or_unknown_id_is_a_json_404(api, pk):
     assert resp.status_code == 404
     assert resp["Content-Type"].startswith("application/json")
     assert "no" in resp.json()["detail"]
+
+
+USER_COMPOSE = """
+services:
+  web: {image: shop/web, depends_on: [api]}
+  api: {image: shop/api, environment: {DB_HOST: "api-db:27017"}}
+  api-db: {image: "mongo:6"}
+"""
+
+
+def test_derive_endpoint_shows_the_graph_and_refuses_bad_yaml(api):
+    r = api.post("/api/v1/federation/applications/derive/", {"manifests": USER_COMPOSE, "entry": "web", "name": "shop"}, format="json")
+    assert r.status_code == 200, r.content
+    assert {(e["caller"], e["callee"], e["how"]) for e in r.json()["edges"]} == {("web", "api", "depends_on/links"), ("api", "api-db", "env")}
+    bad = api.post("/api/v1/federation/applications/derive/", {"manifests": "services: [", "entry": "web"}, format="json")
+    assert bad.status_code == 400 and "YAML" in json.dumps(bad.json())
+
+
+def test_plan_experiment_accepts_user_manifests_and_rejects_bad_ones(api):
+    ok = api.post("/api/v1/experiments/", {"kind": "federation-plan", "parameters": {
+        "application": "shop", "manifests": USER_COMPOSE, "entry": "web", "clusters": CLUSTERS, "client": "eu"}}, format="json")
+    assert ok.status_code == 201, ok.content
+    n = Experiment.objects.count()
+    bad = api.post("/api/v1/experiments/", {"kind": "federation-plan", "parameters": {
+        "application": "shop", "manifests": USER_COMPOSE, "entry": "nope", "clusters": CLUSTERS}}, format="json")
+    assert bad.status_code == 400 and "nope" in json.dumps(bad.json())
+    assert Experiment.objects.count() == n
+
+
+def test_fedapp_command_prints_the_graph_as_json(tmp_path):
+    f = tmp_path / "docker-compose.yml"
+    f.write_text(USER_COMPOSE)
+    clusters = tmp_path / "clusters.json"
+    clusters.write_text(json.dumps(CLUSTERS))
+    out = StringIO()
+    call_command("fedapp", str(f), "--entry", "web", "--clusters", str(clusters), "--client", "eu", "--json", stdout=out)
+    lines = out.getvalue().strip().splitlines()
+    assert len(lines) == 1
+    res = json.loads(lines[0])
+    assert {e["callee"] for e in res["graph"]["edges"]} == {"api", "api-db"}
+    assert set(res["plan"]["replicas"]) == {"web", "api", "api-db"}

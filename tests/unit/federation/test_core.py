@@ -10,7 +10,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from federation.core import applications, karmada, network, orchestrator as orch, synthetic
+from federation.core import applications, division, karmada, network, orchestrator as orch, synthetic
 from federation.core.cost import assignment_matrix, build_problem, evaluate
 from federation.core.model import Application, Edge, Federation, FederationError, MemberCluster, Service
 
@@ -79,26 +79,89 @@ def test_visits_multiply_along_paths():
     assert app.visits() == {"a": 1.0, "b": 2.0, "c": 7.0}
 
 
-@pytest.mark.parametrize("replicas, weights, rotate, expected", [
-    (5, [1, 1], 0, [3, 2]),
-    (4, [2, 1], 0, [3, 1]),        # 2.67, 1.33 -> 2, 1 + remainder to the larger fraction
-    (1, [1, 1, 1], 2, [0, 0, 1]),  # tie broken by the rotated order
-    (6, [0, 1, 2], 0, [0, 2, 4]),
+@pytest.mark.parametrize("replicas, weights, expected", [
+    # karmada#6424: 2 replicas, a=2, b=1. Priorities v/(2s+1): a 2, b 1 -> a (a now 2/3);
+    # b 1 > 2/3 -> b. The old dispenser gave a=2, b=0.
+    (2, {"a": 2, "b": 1}, {"a": 1, "b": 1}),
+    # Wikipedia's Sainte-Lague example (also Karmada's TestAllocateWebsterSeats): 8 seats,
+    # 100k/80k/30k/20k -> 3/3/1/1.
+    (8, {"A": 100_000, "B": 80_000, "C": 30_000, "D": 20_000}, {"A": 3, "B": 3, "C": 1, "D": 1}),
+    # 5 replicas, 1:1: priorities tie at every step; fewer seats first, then name: a, b, a, b, a.
+    (5, {"a": 1, "b": 1}, {"a": 3, "b": 2}),
+    # 1 replica, 3 equal weights: the tie goes to the smallest name.
+    (1, {"x": 1, "y": 1, "z": 1}, {"x": 1}),
+    # weight 0 leaves the cluster out (and never as "weight: 0" in the result).
+    (6, {"a": 0, "b": 1, "c": 2}, {"b": 2, "c": 4}),
+    # no positive weight: every cluster weight 1.
+    (3, {"a": 0, "b": 0}, {"a": 2, "b": 1}),
 ])
-def test_karmada_divide(replicas, weights, rotate, expected):
-    assert orch.karmada_divide(replicas, weights, rotate) == expected
+def test_static_weight_division_is_karmadas(replicas, weights, expected):
+    assert division.static_weight_division(replicas, weights) == expected
 
 
-def test_karmada_divide_rejects_zero_weights():
+def test_karmada_6735_never_takes_a_replica_away_when_scaling_up():
+    """karmada#6735's weights (southcentralus 170, westus 110, eastus2 60). Webster seats in
+    order of v/(2s+1): 170 s, 110 w, 60 e, 56.7 s, 36.7 w | 34 s | 22 w ... so 5 -> s2 w2 e1
+    and 6 -> s3 w2 e1. The old dispenser (floor, remainders in weight order) gave 5 -> 3/2/0
+    and 6 -> 4/1/1: westus lost a replica when the total grew."""
+    w = {"southcentralus": 170, "westus": 110, "eastus2": 60}
+    assert division.static_weight_division(5, w) == {"southcentralus": 2, "westus": 2, "eastus2": 1}
+    assert division.static_weight_division(6, w) == {"southcentralus": 3, "westus": 2, "eastus2": 1}
+    prev = {c: 0 for c in w}
+    for n in range(1, 60):  # house monotone: every cluster keeps what it had
+        cur = division.webster_seats(n, w)
+        assert all(cur[c] >= prev[c] for c in w) and sum(cur.values()) == n
+        prev = cur
+
+
+def test_webster_on_top_of_initial_seats():
+    # a already has 2 of weight 1 (priority 1/5), b none of weight 1 (priority 1): b, b, then
+    # b has 2 (1/5) and ties a at 2 seats: name decides -> a.
+    assert division.webster_seats(3, {"a": 1, "b": 1}, {"a": 2}) == {"a": 3, "b": 2}
+
+
+@pytest.mark.parametrize("bad", [
+    lambda: division.static_weight_division(3, {"a": -1}),
+    lambda: division.static_weight_division(3, {"a": 1.5}),
+    lambda: division.static_weight_division(3, {}),
+    lambda: division.webster_seats(-1, {"a": 1}),
+    lambda: division.dynamic_weight_division(5, {"a": 2, "b": 2}),  # 4 available < 5
+])
+def test_division_rejects_bad_input(bad):
     with pytest.raises(FederationError):
-        orch.karmada_divide(3, [0, 0])
+        bad()
 
 
-def test_dynamic_weights_follow_available_capacity():
+def test_dynamic_weights_follow_available_replicas():
     app = Application("d", [Service("s", 6, 0.1)], [], "s")
     fed = Federation([MemberCluster("A", 4.0, 0.5), MemberCluster("B", 4.0, 0.0)], np.ones((2, 2)), np.ones((2, 2)) * 100)
     p = orch.plan_karmada_dynamic(app, fed)
-    assert p.replicas["s"] == {"A": 2, "B": 4}  # weights 2 and 4 cores
+    # available replicas 2/0.1 = 20 and 4/0.1 = 40; Webster: 40 B, 20 A, 13.3 B, 8 B, 6.7 A, 5.7 B
+    assert p.replicas["s"] == {"A": 2, "B": 4}
+
+
+def test_dynamic_weights_see_earlier_services_and_refuse_what_does_not_fit():
+    # s1 takes 3 x 0.5 of A's 2 cores and B's 1 core: avail A 4, B 2 -> Webster 4 A, 2 B, 1.33 A -> A2 B1
+    # then s2 (1 core each): A has 2 - 1 = 1 core left, B 1 - 0.5 = 0.5: avail 1, 0 -> A1.
+    app = Application("d", [Service("s1", 3, 0.5), Service("s2", 1, 1.0)], [], "s1")
+    fed = Federation([MemberCluster("A", 2.0), MemberCluster("B", 1.0)], np.ones((2, 2)), np.ones((2, 2)) * 100)
+    p = orch.plan_karmada_dynamic(app, fed)
+    assert p.replicas == {"s1": {"A": 2, "B": 1}, "s2": {"A": 1}}
+    big = Application("d", [Service("s1", 3, 0.5), Service("s2", 2, 1.0)], [], "s1")
+    with pytest.raises(FederationError, match="unschedulable"):
+        orch.plan_karmada_dynamic(big, fed)
+
+
+def test_nearest_fit_takes_the_nearest_cluster_that_holds_everything():
+    app = Application("n", [Service("a", 2, 0.5), Service("b", 1, 1.0)], [Edge("a", "b")], "a")  # 2 cores
+    fed = Federation([MemberCluster("home", 1.0), MemberCluster("near", 2.0), MemberCluster("far", 16.0)],
+                     [[0.5, 10, 80], [10, 0.5, 80], [80, 80, 0.5]], np.ones((3, 3)) * 1e4)
+    assert orch.plan_nearest_fit(app, fed, client="home").replicas == {"a": {"near": 2}, "b": {"near": 1}}
+    tiny = Federation([MemberCluster("x", 1.0), MemberCluster("y", 1.0)], [[0.5, 10], [10, 0.5]], np.ones((2, 2)) * 1e4)
+    with pytest.raises(FederationError, match="no single cluster"):
+        orch.plan_nearest_fit(app, tiny, client="x")
+    plans, why = orch.run_baselines(app, tiny, client="x")
+    assert "nearest-fit" in why and "nearest-fit" not in plans and "karmada-static" in plans
 
 
 @pytest.mark.parametrize("bad", [
@@ -205,18 +268,203 @@ def test_every_application_type_plans():
 
 def test_propagation_policy_structure():
     app, fed = two_cluster_case()
-    plan = orch.plan_karmada_static(app, fed)
-    docs = list(yaml.safe_load_all(karmada.propagation_policy_yaml(plan, namespace="shop")))
-    assert len(docs) == 2
-    for d in docs:
-        assert d["apiVersion"] == "policy.karmada.io/v1alpha1" and d["kind"] == "PropagationPolicy"
-        assert d["metadata"]["namespace"] == "shop"
+    plan = orch.plan_karmada_static(app, fed)  # a and b: 1 replica each, both land in A (Webster tie -> name)
+    docs = list(yaml.safe_load_all(karmada.propagation_policy_yaml(plan, namespace="shop", app=app)))
+    pols = [d for d in docs if d["kind"] == "PropagationPolicy"]
+    assert len(pols) == 2 and not [d for d in docs if d["kind"] == "ServiceExport"]  # nothing crosses clusters
+    for d in pols:
+        assert d["apiVersion"] == "policy.karmada.io/v1alpha1" and d["metadata"]["namespace"] == "shop"
         sel = d["spec"]["resourceSelectors"]
-        assert sel[0]["apiVersion"] == "apps/v1" and sel[0]["kind"] == "Deployment"
+        svc = sel[0]["name"]
+        assert [(s["apiVersion"], s["kind"], s["name"]) for s in sel] == [("apps/v1", "Deployment", svc), ("v1", "Service", svc)]
+        assert d["spec"]["propagateDeps"] is True
         pl = d["spec"]["placement"]
         rs = pl["replicaScheduling"]
         assert rs["replicaSchedulingType"] == "Divided" and rs["replicaDivisionPreference"] == "Weighted"
         weights = rs["weightPreference"]["staticWeightList"]
         assert [w["targetCluster"]["clusterNames"][0] for w in weights] == pl["clusterAffinity"]["clusterNames"]
-        svc = sel[0]["name"]
         assert {w["targetCluster"]["clusterNames"][0]: w["weight"] for w in weights} == plan.replicas[svc]
+        assert karmada.validate_policy(d) == []
+
+
+def _fed3() -> Federation:
+    return Federation([MemberCluster("A", 3.0, 0.1), MemberCluster("B", 64.0, 0.2), MemberCluster("C", 2.0)],
+                      [[0.5, 30, 60], [30, 0.5, 40], [60, 40, 0.5]], np.ones((3, 3)) * 1e4)
+
+
+def test_every_exported_policy_is_crd_valid_and_never_weight_zero():
+    """Every built-in application, planned by the orchestrator and every baseline that can place
+    it, exports only policies the CRD schema and Karmada's webhook rules accept."""
+    fed = _fed3()
+    n = 0
+    for name in applications.known_applications():
+        app = applications.get_application(name)
+        plans, _ = orch.run_baselines(app, fed, client="A")
+        plans["orchestrator"] = orch.plan(app, fed, client="A")
+        for plan in plans.values():
+            for d in karmada.propagation_policies(plan, app=app):
+                assert karmada.validate_policy(d) == [], (name, plan.method, d["metadata"]["name"])
+                for w in (d["spec"]["placement"].get("replicaScheduling") or {}).get("weightPreference", {}).get("staticWeightList", []):
+                    assert w["weight"] >= 1
+                n += 1
+    assert n > 50
+
+
+def test_exported_weights_reproduce_the_split_under_karmadas_division():
+    # 7 replicas spread 4/2/1: Karmada divides 7 by weights 4:2:1 (Webster) back into 4/2/1.
+    app = Application("w", [Service("s", 7, 0.1)], [], "s")
+    plan = orch.Plan("w", "test", {"s": {"A": 4, "B": 2, "C": 1}}, orch.plan_all_in_one(app, _fed3()).cost)
+    (pol,) = karmada.propagation_policies(plan)
+    wl = pol["spec"]["placement"]["replicaScheduling"]["weightPreference"]["staticWeightList"]
+    weights = {w["targetCluster"]["clusterNames"][0]: w["weight"] for w in wl}
+    assert division.static_weight_division(7, weights) == {"A": 4, "B": 2, "C": 1}
+    assert pol["spec"]["placement"]["spreadConstraints"] == [{"spreadByField": "cluster", "minGroups": 3, "maxGroups": 3}]
+
+
+def test_zero_replica_clusters_are_dropped_not_weighted_zero():
+    app = Application("z", [Service("s", 2, 0.1)], [], "s")
+    plan = orch.Plan("z", "test", {"s": {"A": 2, "B": 0}}, orch.plan_all_in_one(app, _fed3()).cost)
+    (pol,) = karmada.propagation_policies(plan)
+    assert pol["spec"]["placement"]["clusterAffinity"]["clusterNames"] == ["A"]
+    assert "spreadConstraints" not in pol["spec"]["placement"]
+    with pytest.raises(FederationError, match="no replicas"):
+        karmada.propagation_policies(orch.Plan("z", "test", {"s": {"A": 0}}, plan.cost))
+
+
+def test_services_called_across_clusters_are_exported_and_imported():
+    app = Application("x", [Service("a"), Service("b")], [Edge("a", "b")], "a")
+    plan = orch.Plan("x", "test", {"a": {"A": 1}, "b": {"B": 1}}, orch.plan_all_in_one(app, _fed3()).cost)
+    docs = list(yaml.safe_load_all(karmada.propagation_policy_yaml(plan, app=app)))
+    assert [d["kind"] for d in docs].count("ServiceExport") == 1
+    by_name = {d["metadata"]["name"]: d for d in docs if d["kind"] == "PropagationPolicy"}
+    assert by_name["x-b-export"]["spec"]["placement"]["clusterAffinity"]["clusterNames"] == ["B"]
+    assert by_name["x-b-import"]["spec"]["placement"]["clusterAffinity"]["clusterNames"] == ["A"]
+    assert by_name["x-b-import"]["spec"]["resourceSelectors"][0]["kind"] == "ServiceImport"
+    assert all(karmada.validate_policy(d) == [] for d in by_name.values())
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda p: p["spec"]["placement"]["replicaScheduling"]["weightPreference"]["staticWeightList"][0].update(weight=0), "minimum"),
+    (lambda p: p["spec"].update(resourceSelectors=[]), "resourceSelectors"),
+    (lambda p: p["spec"]["resourceSelectors"][0].pop("kind"), "kind"),
+    (lambda p: p["spec"]["placement"]["replicaScheduling"].update(replicaDivisionPreference="Even"), "Even"),
+    (lambda p: p["spec"]["placement"].update(spreadConstraint=[]), "spreadConstraint"),  # misspelt field
+    (lambda p: p["spec"]["placement"].update(spreadConstraints=[{"spreadByField": "region", "minGroups": 2}]), "cluster"),
+    (lambda p: p["spec"]["placement"].update(spreadConstraints=[{"spreadByField": "cluster", "minGroups": 3, "maxGroups": 2}]), "maxGroups"),
+    (lambda p: p["spec"]["placement"].update(spreadConstraints=[{"spreadByField": "cluster", "spreadByLabel": "x"}]), "co-exist"),
+    (lambda p: p["metadata"].update(name="Not_A_Name"), "name"),
+])
+def test_validator_rejects_what_karmada_rejects(mutate, message):
+    app = Application("v", [Service("s", 3, 0.1)], [], "s")
+    plan = orch.Plan("v", "test", {"s": {"A": 2, "B": 1}}, orch.plan_all_in_one(app, _fed3()).cost)
+    (pol,) = karmada.propagation_policies(plan)
+    assert karmada.validate_policy(pol) == []
+    mutate(pol)
+    errs = karmada.validate_policy(pol)
+    assert errs and any(message in e for e in errs), errs
+
+
+def test_unreachable_cluster_replicas_get_tolerations():
+    app = Application("u", [Service("s", 2, 0.1), Service("t", 1, 0.1)], [], "s")
+    plan = orch.Plan("u", "test", {"s": {"A": 1, "B": 1}, "t": {"C": 1}}, orch.plan_all_in_one(app, _fed3()).cost)
+    pols = {p["metadata"]["name"]: p for p in karmada.propagation_policies(plan, unreachable={"A"})}
+    tol = pols["u-s"]["spec"]["placement"]["clusterTolerations"]
+    assert {(t["key"], t["effect"]) for t in tol} == {("cluster.karmada.io/unreachable", "NoExecute"), ("cluster.karmada.io/not-ready", "NoExecute")}
+    assert all("tolerationSeconds" not in t for t in tol)  # tolerate for as long as it lasts: no eviction
+    assert "clusterTolerations" not in pols["u-t"]["spec"]["placement"]
+    assert all(karmada.validate_policy(p) == [] for p in pols.values())
+
+
+
+def _line3() -> Federation:
+    # A (users), B 10 ms away, C 50 ms away; 1000 Mbit/s everywhere
+    return Federation([MemberCluster("A", 1.0), MemberCluster("B", 1.0), MemberCluster("C", 8.0)],
+                      [[0.5, 10, 50], [10, 0.5, 50], [50, 50, 0.5]], np.ones((3, 3)) * 1000.0)
+
+
+def test_spread_puts_the_second_replica_in_the_next_nearest_cluster():
+    # one service, 2 replicas, must span 2 clusters. Cost = client link to the entry's replicas:
+    # {A, B}: 0.5 * (0.5 + d) + 0.5 * (10 + d) with d = 2048 B * 8 / 1000 Mbit/s / 1000 = 0.016384 ms
+    app = Application("s", [Service("s", 2, 0.1, 0.0)], [], "s")
+    p = orch.plan(app, _line3(), client="A", min_clusters={"s": 2})
+    assert p.replicas["s"] == {"A": 1, "B": 1}
+    assert p.cost.total_ms == pytest.approx(0.5 * (0.5 + 0.016384) + 0.5 * (10 + 0.016384))
+    with pytest.raises(FederationError, match="cannot span"):
+        orch.plan(app, _line3(), client="A", min_clusters={"s": 3})  # 2 replicas cannot span 3 clusters
+    with pytest.raises(FederationError, match="unknown service"):
+        orch.plan(app, _line3(), client="A", min_clusters={"zz": 2})
+
+
+def test_spread_respects_capacity():
+    # A and B hold 1 core each; 4 replicas of 0.5 cores must span 3 clusters: A and B can take 2
+    # each, the spread needs C too, and no cluster may exceed its cores.
+    app = Application("s", [Service("s", 4, 0.5, 1.0)], [], "s")
+    p = orch.plan(app, _line3(), client="A", min_clusters={"s": 3})
+    assert len(p.replicas["s"]) == 3 and sum(p.replicas["s"].values()) == 4
+    assert not any(p.cost.overload_cores)
+
+
+def test_karmada_spread_selects_by_available_replicas_and_splits_evenly():
+    # available replicas of 0.1-core pods: A 10, B 10, C 80 -> top 2: C (80), then A (10, name before B)
+    app = Application("s", [Service("s", 3, 0.1, 1.0)], [], "s")
+    p = orch.plan_karmada_spread(app, _line3(), client="A", min_clusters={"s": 2})
+    # equal weights, 3 replicas (Webster): A and C tie at 1 with 0 seats -> A (name); C (1 > 1/3);
+    # A and C tie at 1/3 with 1 seat each -> A. So A 2, C 1.
+    assert p.replicas["s"] == {"A": 2, "C": 1}
+
+
+def test_nearest_fit_keeps_pins_and_fills_the_nearest_cluster():
+    app = Application("p", [Service("web", 1, 0.5), Service("db", 1, 0.5, tier="db")], [Edge("web", "db")], "web")
+    p = orch.plan_nearest_fit(app, _line3(), client="A", pinned={"db": "C"})
+    assert p.replicas == {"web": {"A": 1}, "db": {"C": 1}}
+
+
+def test_binding_constraints_name_what_binds():
+    from federation.backends.scenarios import binding_constraints, split_scenarios
+
+    by = {s.name: s for s in split_scenarios()}
+    assert binding_constraints(by["capacity"])["capacity"]["binds"]
+    b = binding_constraints(by["pinned-data"])
+    assert b["pinned"]["binds"] and not b["capacity"]["binds"]
+    assert binding_constraints(by["spread"])["spread"]["binds"]
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 10_000))
+def test_greedy_ends_at_a_local_optimum_of_single_moves(seed):
+    """The incremental local search's bookkeeping against the full cost: after planning, no
+    single service moved to another cluster with room lowers evaluate()'s total."""
+    rng = np.random.default_rng(seed)
+    fed = synthetic.random_federation(rng, 4, capacity_range=(1.0, 4.0))
+    app = synthetic.random_application(rng, 9, cpu_range=(0.1, 0.5), max_replicas=2)
+    try:
+        g = orch.plan_greedy(app, fed, client="c0", time_limit=5.0)
+    except FederationError:
+        return
+    prob = build_problem(app, fed, client="c0")
+    assign = np.array([fed.index(next(iter(g.replicas[s.name]))) for s in app.services])
+    base = evaluate(prob, assignment_matrix(assign, prob.C)).total_ms
+    assert base == pytest.approx(g.cost.total_ms)
+    load = np.zeros(prob.C)
+    np.add.at(load, assign, prob.demand)
+    for s in range(prob.S):
+        for c in range(prob.C):
+            if c == assign[s] or load[c] + prob.demand[s] > prob.capacity[c] + 1e-9:
+                continue
+            a2 = assign.copy()
+            a2[s] = c
+            assert evaluate(prob, assignment_matrix(a2, prob.C)).total_ms >= base - 1e-6
+
+
+def test_users_in_several_regions_pay_the_share_weighted_link():
+    # one service in A; users 75 % in A (0.5 ms), 25 % in C (50 ms); d = 2048 B over 1000 Mbit/s = 0.016384 ms
+    app = Application("u", [Service("s", 1, 0.1, 0.0)], [], "s")
+    fed = _line3()
+    prob = build_problem(app, fed, client={"A": 3, "C": 1})
+    F = assignment_matrix(np.array([0]), 3)
+    assert evaluate(prob, F).total_ms == pytest.approx(0.75 * (0.5 + 0.016384) + 0.25 * (50 + 0.016384))
+    # the planner puts it where the weighted link is least: A (0.75*0.5 + 0.25*50 = 12.9) beats
+    # B (0.75*10 + 0.25*50 = 20) and C (0.75*50 + 0.25*0.5 = 37.6)
+    assert orch.plan(app, fed, client={"A": 3, "C": 1}).replicas == {"s": {"A": 1}}
+    with pytest.raises(FederationError, match="shares"):
+        build_problem(app, fed, client={"A": 0})

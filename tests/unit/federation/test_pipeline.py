@@ -1,0 +1,76 @@
+"""The engine plug: federation.pipeline.run (Django-free) and the kinds' headlines."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from federation import pipeline
+from federation.core import karmada
+from federation.core.model import FederationError
+from webapp.plug import Collect, no_report
+
+CLUSTERS = [
+    {"name": "home", "region": "aws:eu-west-1", "capacity_cores": 1.0},
+    {"name": "near", "region": "azure:westeurope", "capacity_cores": 4.0},
+    {"name": "hub", "region": "aws:us-east-1", "capacity_cores": 16.0},
+]
+
+
+def run(**p):
+    return pipeline.run({"application": "sockshop", "clusters": CLUSTERS, "client": "home", **p}, report=no_report, record=Collect())
+
+
+def test_plan_task_gives_plan_baselines_descriptions_and_valid_yaml():
+    r = run()
+    assert set(r["baselines"]) | set(r["unschedulable_baselines"]) == set(r["baseline_descriptions"])
+    assert r["plan"]["cost"]["total_ms"] <= min(b["cost"]["total_ms"] for b in r["baselines"].values()
+                                                if not any(b["cost"]["overload_cores"])) + 1e-6
+    docs = [d for d in yaml.safe_load_all(r["karmada_yaml"]) if d["kind"] == "PropagationPolicy"]
+    assert docs and all(karmada.validate_policy(d) == [] for d in docs)
+
+
+def test_replan_keeps_or_moves_replicas_on_an_unreachable_member():
+    first = run()["plan"]["replicas"]
+    used = sorted({c for r in first.values() for c in r})
+    gone = used[0]
+    on_gone = {s for s, r in first.items() if gone in r}
+    kept = run(previous_replicas=first, unreachable=[gone])
+    assert all(kept["plan"]["replicas"][s] == first[s] for s in on_gone)
+    assert kept["diff"] == [d for d in kept["diff"] if d["service"] not in on_gone]
+    assert "cluster.karmada.io/unreachable" in kept["karmada_yaml"]
+    moved = run(previous_replicas=first, unreachable=[gone], failover=True)
+    assert all(gone not in r for r in moved["plan"]["replicas"].values())
+    assert on_gone <= {d["service"] for d in moved["diff"]}
+    assert "cluster.karmada.io/unreachable" not in moved["karmada_yaml"]
+
+
+def test_bad_tasks_and_inputs_are_refused():
+    with pytest.raises(FederationError, match="unknown federation task"):
+        pipeline.run({"task": "nope"}, report=no_report, record=Collect())
+    with pytest.raises(FederationError, match="previous_replicas"):
+        run(unreachable=["home"])
+    with pytest.raises(FederationError, match="unknown scenarios"):
+        pipeline.run({"task": "scenarios", "scenarios": ["nope"]}, report=no_report, record=Collect())
+
+
+def test_plan_headline_is_against_the_baseline_a_user_would_pick():
+    from federation.experiment import plan_headline
+
+    r = run()
+    h = plan_headline(SimpleNamespace(result=r))
+    assert h.baseline_name == "nearest-fit"  # it can place sockshop (1.2 cores) in near
+    assert h.ratio == pytest.approx(r["plan"]["cost"]["total_ms"] / r["baselines"]["nearest-fit"]["cost"]["total_ms"])
+    assert h.note == r["baseline_descriptions"]["nearest-fit"]
+
+
+def test_users_in_several_regions_through_the_parameters():
+    from federation.experiment import FederationPlanParameters
+
+    r = run(users={"home": 1, "hub": 1})
+    assert r["client"] == {"home": 1, "hub": 1}
+    ok = FederationPlanParameters(data={"application": "sockshop", "clusters": CLUSTERS, "users": {"home": 1, "hub": 1}})
+    assert ok.is_valid(), ok.errors
+    bad = FederationPlanParameters(data={"application": "sockshop", "clusters": CLUSTERS, "users": {"mars": 1}})
+    assert not bad.is_valid() and "mars" in str(bad.errors)
