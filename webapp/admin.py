@@ -7,7 +7,7 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect, render
 from django.urls import path, reverse
 
-from .importers import NodeImportError, parse_text
+from .importers import MAX_NODE_FILE_BYTES, NodeImportError, parse_text
 from .models import Cluster, Experiment, GPUDevice, Job, Node
 from .services import nodes_import
 
@@ -58,6 +58,13 @@ class ClusterAdmin(admin.ModelAdmin):
         """Upload a node file; all or nothing (one transaction), errors shown on the form."""
         if not self.has_add_permission(request):
             raise PermissionDenied
+        too_big = int(request.META.get("CONTENT_LENGTH") or 0) > MAX_NODE_FILE_BYTES + 2**20
+        if request.method == "POST" and too_big:  # refused before the body is read or spooled to disk
+            form = NodeImportForm(initial={"cluster": request.GET.get("cluster", "")})
+            form.errors["file"] = form.error_class([
+                f"Nothing imported: the upload is over the {MAX_NODE_FILE_BYTES // 2**20} MiB limit for node files"])
+            ctx = {**self.admin_site.each_context(request), "form": form, "title": "Import nodes", "opts": self.model._meta}
+            return render(request, "admin/webapp/cluster/import_nodes.html", ctx, status=413)
         form = NodeImportForm(request.POST or None, request.FILES or None, initial={"cluster": request.GET.get("cluster", "")})
         if request.method == "POST" and form.is_valid():
             upload = form.cleaned_data["file"]
@@ -66,6 +73,9 @@ class ClusterAdmin(admin.ModelAdmin):
             if fmt == "auto":
                 fmt = "pai" if name.lower().endswith(".csv") else "k8s"
             try:
+                if upload.size > MAX_NODE_FILE_BYTES:  # refused before reading it (Django spooled it to disk)
+                    raise NodeImportError(f"{name}: {upload.size / 2**20:.1f} MiB; node files are limited to "
+                                          f"{MAX_NODE_FILE_BYTES // 2**20} MiB")
                 text = upload.read().decode("utf-8")
                 specs = parse_text(text, fmt=fmt, source=name)
                 summary = nodes_import(cluster_name=form.cleaned_data["cluster"],

@@ -172,7 +172,12 @@ def _k8s_node(obj: dict, where: str) -> NodeSpec:
         check_capacity(cpu=cores, memory_mib=mem, gpu_count=gpu_count)
     except NodeImportError as err:
         raise NodeImportError(f"{where}: {err}") from None
-    labels = {str(k): "" if v is None else str(v) for k, v in (meta.get("labels") or {}).items()}
+    raw_labels = meta.get("labels") or {}
+    if not isinstance(raw_labels, dict):
+        raise NodeImportError(f"{where}: metadata.labels must be a mapping of names to values, got {type(raw_labels).__name__}")
+    if any(isinstance(v, (dict, list)) for v in raw_labels.values()):
+        raise NodeImportError(f"{where}: metadata.labels values must be strings, numbers or booleans")
+    labels = {str(k): "" if v is None else str(v) for k, v in raw_labels.items()}
     taints = []
     for t in (obj.get("spec") or {}).get("taints") or []:
         if not isinstance(t, dict) or "key" not in t or "effect" not in t:
@@ -203,6 +208,10 @@ def parse_k8s_nodes(text: str, *, source: str = "<yaml>") -> list[NodeSpec]:
     quantity, or a node name given twice.
     """
     try:
+        aliases = sum(isinstance(e, yaml.AliasEvent) for e in yaml.parse(text, Loader=yaml.SafeLoader))
+        if aliases > MAX_YAML_ALIASES:
+            raise NodeImportError(f"{source}: {aliases} YAML aliases (*name); at most {MAX_YAML_ALIASES} are accepted "
+                                  "(alias expansion can blow a small file up: 'billion laughs')")
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as err:
         raise NodeImportError(f"{source}: not valid YAML: {err}") from None
@@ -225,6 +234,11 @@ def parse_k8s_nodes(text: str, *, source: str = "<yaml>") -> list[NodeSpec]:
 
 
 PAI_COLUMNS = ("machine", "gpu_type", "cap_cpu", "cap_mem", "cap_gpu")
+#: Largest node file accepted (admin upload, API, ``import_nodes``), bytes.
+MAX_NODE_FILE_BYTES = 16 * 2**20
+#: Most YAML aliases (``*name``) a node file may use: node files need none, and 32 bound what
+#: expansion can do (at most about 10^5 values: the "billion laughs" file has 81).
+MAX_YAML_ALIASES = 32
 
 
 def parse_pai_machine_spec(text: str, *, source: str = "pai_machine_spec.csv") -> list[NodeSpec]:
@@ -239,7 +253,11 @@ def parse_pai_machine_spec(text: str, *, source: str = "pai_machine_spec.csv") -
     :data:`GPU_MEMORY_MIB` is accepted with 0 MiB (see :func:`unknown_gpu_warnings`).
     """
     out: list[NodeSpec] = []
-    for lineno, row in enumerate(csv.reader(io.StringIO(text)), 1):
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    except csv.Error as err:  # e.g. a field over csv's field size limit
+        raise NodeImportError(f"{source}: not a valid CSV: {err}") from None
+    for lineno, row in enumerate(rows, 1):
         if not row:
             continue
         if len(row) != len(PAI_COLUMNS):
@@ -300,6 +318,8 @@ def parse_node_file(path: str | Path, *, fmt: str = "auto") -> tuple[str, list[N
         if not fmt:
             raise NodeImportError(f"{p.name}: cannot tell the format from the extension; use .yaml/.yml or .csv")
     try:
+        if p.stat().st_size > MAX_NODE_FILE_BYTES:
+            raise NodeImportError(f"{p.name}: {p.stat().st_size / 2**20:.1f} MiB; node files are limited to {MAX_NODE_FILE_BYTES // 2**20} MiB")
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise NodeImportError(f"{p}: cannot read: {err}") from None
@@ -307,7 +327,16 @@ def parse_node_file(path: str | Path, *, fmt: str = "auto") -> tuple[str, list[N
 
 
 def parse_text(text: str, *, fmt: str, source: str) -> list[NodeSpec]:
-    """Parse node-file text of format ``"k8s"`` or ``"pai"``."""
+    """Parse node-file text of format ``"k8s"`` or ``"pai"``.
+
+    Raises :class:`NodeImportError` for text over :data:`MAX_NODE_FILE_BYTES`, a NUL character
+    (PostgreSQL cannot store it), or anything the format's parser refuses."""
+    if len(text) > MAX_NODE_FILE_BYTES:
+        raise NodeImportError(f"{source}: {len(text) / 2**20:.1f} MiB; node files are limited to "
+                              f"{MAX_NODE_FILE_BYTES // 2**20} MiB (the real PAI table of 1,897 machines is 72 KiB)")
+    if "\x00" in text:
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        raise NodeImportError(f"{source}, line {line}: contains a NUL character")
     if fmt == "k8s":
         return parse_k8s_nodes(text, source=source)
     if fmt == "pai":

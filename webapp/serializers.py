@@ -32,9 +32,20 @@ class NodeSerializer(serializers.ModelSerializer):
         return value
 
     def validate_labels(self, value):
-        if not isinstance(value, dict):
-            raise serializers.ValidationError("an object of label names to values")
-        return value
+        return check_labels(value)
+
+
+def check_labels(value):
+    """Kubernetes-style labels: an object of string names to string, number or boolean values
+    (names at most 317 characters: prefix/name). Raises ``ValidationError`` otherwise."""
+    if not isinstance(value, dict):
+        raise serializers.ValidationError("an object of label names to values")
+    for k, v in value.items():
+        if len(k) > 317:
+            raise serializers.ValidationError(f"label name {k[:40]!r}... is longer than 317 characters")
+        if not isinstance(v, (str, int, float, bool)):
+            raise serializers.ValidationError(f"label {k!r}: a string, number or boolean value, not {type(v).__name__}")
+    return value
 
 
 class ClusterSerializer(serializers.ModelSerializer):
@@ -43,6 +54,10 @@ class ClusterSerializer(serializers.ModelSerializer):
     class Meta:
         model = Cluster
         fields = ["id", "name", "region", "kind", "labels", "created_at", "node_count"]
+        extra_kwargs = {"labels": {"allow_null": False}}
+
+    def validate_labels(self, value):
+        return check_labels(value)
 
 
 class JobSerializer(serializers.ModelSerializer):

@@ -138,7 +138,14 @@ REST_FRAMEWORK = {
         "rest_framework.filters.OrderingFilter",
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # JSON bodies: size, depth, NUL/surrogate and 64-bit limits before parsing (webapp/parsers.py)
+    "DEFAULT_PARSER_CLASSES": [
+        "webapp.parsers.SafeJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
 }
+MAX_JSON_BYTES = env.int("TANDEM_MAX_JSON_KIB", default=2048) * 1024
 SPECTACULAR_SETTINGS = {
     "TITLE": "Tandem API",
     "DESCRIPTION": "Optimisation platform for deep-learning clusters: placement, tuning, "
