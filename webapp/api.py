@@ -9,7 +9,7 @@ Permissions:
 
 Authentication: ``Authorization: Token <key>`` (get a key with ``POST /api/v1/auth/token/``
 and a username + password, or ``manage.py drf_create_token <username>``), or the browser
-session.
+session. Tokens expire, rotate and are revoked by their owner (:mod:`webapp.auth`).
 """
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ from django.urls import path
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, permissions, serializers, status, viewsets
-from rest_framework.authtoken.views import obtain_auth_token
 from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.routers import DefaultRouter
 
 from . import selectors, services
+from .auth import SubmitThrottle, TokenRotateView, TokenView
 from .experiments import UnknownExperimentKind
 from .jobs import JobRejected
 from .models import Cluster, Experiment, GPUDevice, Job, Node
@@ -86,7 +86,14 @@ def _rejected_as_400(err: Exception, field: str) -> ValidationError:
     return ValidationError({field: [str(err)]})
 
 
-class JobViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class SubmitThrottled:
+    """Viewset mixin: ``create`` is throttled per user (scope ``submit``, :mod:`webapp.auth`)."""
+
+    def get_throttles(self):
+        return [SubmitThrottle()] if getattr(self, "action", None) == "create" else super().get_throttles()
+
+
+class JobViewSet(SubmitThrottled, mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Training jobs: submit (``POST``), list (filters ``state``, ``model``/``model_name``,
     ``cluster``; ``?page=``), retrieve, and ``POST {id}/cancel/``. Own jobs only (staff: all)."""
 
@@ -123,6 +130,7 @@ class JobViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Retrieve
 
 
 class ExperimentViewSet(
+    SubmitThrottled,
     mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
 ):
     """Experiments of any registered kind: create (``kind`` + ``parameters`` validated by the
@@ -176,6 +184,7 @@ router.register("jobs", JobViewSet, basename="job")
 router.register("experiments", ExperimentViewSet, basename="experiment")
 
 urlpatterns = [
-    path("auth/token/", obtain_auth_token, name="api-token"),
+    path("auth/token/", TokenView.as_view(), name="api-token"),
+    path("auth/token/rotate/", TokenRotateView.as_view(), name="api-token-rotate"),
     *router.urls,
 ]

@@ -9,6 +9,12 @@ class WebappConfig(AppConfig):
 
     def ready(self) -> None:
         import workers.celery  # noqa: F401 - binds @shared_task to Tandem's Celery app in every process
+        from django.contrib.auth import get_user_model
+        from django.db.models.signals import pre_save
+
+        from .authentication import revoke_tokens_on_password_change
+
+        pre_save.connect(revoke_tokens_on_password_change, sender=get_user_model(), dispatch_uid="tandem-revoke-tokens")
 
         from .demo import register_demo_step
         from .demo_platform import platform_demo

@@ -127,7 +127,7 @@ USE_TZ = True
 # --- REST framework ---------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "webapp.authentication.ExpiringTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -138,6 +138,11 @@ REST_FRAMEWORK = {
         "rest_framework.filters.OrderingFilter",
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # sign-in attempts per client address, submissions per user (webapp/auth.py)
+    "DEFAULT_THROTTLE_RATES": {
+        "auth": env("TANDEM_THROTTLE_AUTH", default="10/min"),
+        "submit": env("TANDEM_THROTTLE_SUBMIT", default="3000/min"),
+    },
     # JSON bodies: size, depth, NUL/surrogate and 64-bit limits before parsing (webapp/parsers.py)
     "DEFAULT_PARSER_CLASSES": [
         "webapp.parsers.SafeJSONParser",
@@ -145,6 +150,7 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.MultiPartParser",
     ],
 }
+TOKEN_TTL_HOURS = env.float("TANDEM_TOKEN_TTL_HOURS", default=168.0)
 MAX_JSON_BYTES = env.int("TANDEM_MAX_JSON_KIB", default=2048) * 1024
 SPECTACULAR_SETTINGS = {
     "TITLE": "Tandem API",

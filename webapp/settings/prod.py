@@ -3,6 +3,12 @@ from .base import *  # noqa: F401,F403
 from .base import env
 
 SECRET_KEY = env("DJANGO_SECRET_KEY")  # no default: refuse to start without one
+if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5 or SECRET_KEY.startswith("django-insecure"):
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY must be at least 50 characters with at least 5 distinct ones and not Django's "
+        "'django-insecure' placeholder; generate one: python -c 'import secrets; print(secrets.token_urlsafe(50))'")
 DEBUG = False
 DATABASES = {"default": env.db("DATABASE_URL")}
 CELERY_BROKER_URL = env("CELERY_BROKER_URL")

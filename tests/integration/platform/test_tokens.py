@@ -1,0 +1,109 @@
+"""API tokens expire, rotate, are revoked by their owner and on a password change; sign-in and
+submissions are throttled; production refuses a weak secret key."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db]
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return django_user_model.objects.create_user("bob", password="pw-bob-1")
+
+
+def sign_in(username="bob", password="pw-bob-1"):
+    return APIClient().post("/api/v1/auth/token/", {"username": username, "password": password}, format="json")
+
+
+def as_token(key):
+    c = APIClient()
+    c.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    return c
+
+
+def test_token_has_an_expiry_and_expired_tokens_are_refused_then_replaced(bob, settings):
+    r = sign_in()
+    assert r.status_code == 200
+    key = r.json()["token"]
+    expires = timezone.datetime.fromisoformat(r.json()["expires_at"].replace("Z", "+00:00"))
+    assert timedelta(hours=167) < expires - timezone.now() <= timedelta(hours=168)
+    assert as_token(key).get("/api/v1/jobs/").status_code == 200
+    Token.objects.filter(key=key).update(created=timezone.now() - timedelta(hours=169))
+    r = as_token(key).get("/api/v1/jobs/")
+    assert r.status_code == 401 and "token expired" in r.json()["detail"]
+    fresh = sign_in().json()["token"]  # signing in again replaces the expired token
+    assert fresh != key and as_token(fresh).get("/api/v1/jobs/").status_code == 200
+
+
+def test_owner_revokes_and_rotates(bob):
+    key = sign_in().json()["token"]
+    r = as_token(key).post("/api/v1/auth/token/rotate/")
+    assert r.status_code == 200
+    new = r.json()["token"]
+    assert as_token(key).get("/api/v1/jobs/").status_code == 401  # the old key is gone at once
+    assert as_token(new).delete("/api/v1/auth/token/").status_code == 204
+    assert as_token(new).get("/api/v1/jobs/").status_code == 401
+    assert not Token.objects.filter(user=bob).exists()
+
+
+def test_password_change_revokes_tokens(bob):
+    key = sign_in().json()["token"]
+    bob.set_password("pw-bob-2")
+    bob.save()
+    assert as_token(key).get("/api/v1/jobs/").status_code == 401
+    bob.first_name = "Bob"  # saving without a password change keeps a new token
+    key2 = sign_in(password="pw-bob-2").json()["token"]
+    bob.save()
+    assert as_token(key2).get("/api/v1/jobs/").status_code == 200
+
+
+def test_wrong_passwords_are_throttled(bob, monkeypatch):
+    from webapp.auth import AuthThrottle
+
+    from django.core.cache import cache
+
+    cache.clear()
+    monkeypatch.setattr(AuthThrottle, "THROTTLE_RATES", {"auth": "5/min"})
+    codes = [sign_in(password="wrong").status_code for _ in range(8)]
+    assert codes[:5] == [400] * 5 and codes[5:] == [429] * 3, codes
+    assert sign_in().status_code == 429  # the right password too, until the window passes
+    cache.clear()
+
+
+def test_submissions_are_throttled_per_user(bob, monkeypatch):
+    from webapp.auth import SubmitThrottle
+    from webapp.models import Job
+
+    from django.core.cache import cache
+
+    cache.clear()
+    monkeypatch.setattr(SubmitThrottle, "THROTTLE_RATES", {"submit": "3/min"})
+    c = as_token(sign_in().json()["token"])
+    codes = [c.post("/api/v1/jobs/", {"model_name": "resnet18", "batch_size": 1, "num_gpus": 0}, format="json").status_code
+             for _ in range(5)]
+    assert codes == [201, 201, 201, 429, 429]
+    assert Job.objects.count() == 3
+    assert c.get("/api/v1/jobs/").status_code == 200  # reads are not throttled
+    cache.clear()
+
+
+@pytest.mark.parametrize("key, ok", [("", False), ("short", False), ("x" * 60, False),
+                                     ("django-insecure-" + "a1b2c3d4e5" * 5, False), ("Zq8-" + "k2Jf9sLp0W" * 5, True)])
+def test_production_refuses_a_weak_secret_key(key, ok):
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "webapp.settings.prod", "DJANGO_SECRET_KEY": key,
+           "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/postgres", "CELERY_BROKER_URL": "redis://127.0.0.1:6379/15"}
+    r = subprocess.run([sys.executable, "-c", "import django; django.setup()"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert (r.returncode == 0) == ok, r.stderr[-1500:]
+    if not ok:
+        assert "DJANGO_SECRET_KEY must be at least 50 characters" in r.stderr
