@@ -13,12 +13,16 @@ session. Tokens expire, rotate and are revoked by their owner (:mod:`webapp.auth
 """
 from __future__ import annotations
 
+import hashlib
+import json
+import time
+
 from django.urls import path
 from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.response import Response
 from rest_framework.routers import DefaultRouter
 
@@ -93,7 +97,64 @@ class SubmitThrottled:
         return [SubmitThrottle()] if getattr(self, "action", None) == "create" else super().get_throttles()
 
 
-class JobViewSet(SubmitThrottled, mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class SubmissionTooSlow(APIException):
+    status_code = 503
+    default_detail = "the submission took too long and was not stored; retry it (with the same Idempotency-Key)"
+    default_code = "write_deadline"
+
+
+class IdempotentCreate:
+    """Viewset mixin for submissions (``create``):
+
+    - with an ``Idempotency-Key`` header (1-255 printable ASCII characters), the first request's
+      response is stored with the new row in one transaction; a retry with the same key and the
+      same body gets that response again (header ``Idempotent-Replayed: true``) and creates
+      nothing; the same key with another body or path is a 422. Two concurrent requests with one
+      key: the unique constraint makes the second roll back and replay the first.
+    - whatever the header, the transaction is rolled back with a 503 when it would commit more
+      than ``WRITE_DEADLINE_S`` seconds after the request arrived, so a client that gave up
+      never finds its submission committed later (and retries with the same key safely).
+    """
+
+    def create(self, request, *args, **kwargs):
+        from django.conf import settings
+        from django.db import IntegrityError, transaction
+
+        from .models import IdempotencyKey
+
+        started = time.monotonic()
+        key = request.headers.get("Idempotency-Key")
+        if key is not None and not (0 < len(key) <= 255 and key.isascii() and key.isprintable()):
+            raise ValidationError({"Idempotency-Key": "1 to 255 printable ASCII characters"})
+        digest = hashlib.sha256(json.dumps(request.data, sort_keys=True, default=str).encode()).hexdigest()
+
+        def replay():
+            done = IdempotencyKey.objects.filter(owner=request.user, key=key).first()
+            if done is None:
+                return None
+            if done.path != request.path or done.body_sha256 != digest:
+                return Response({"detail": "this Idempotency-Key was used for a different request"},
+                                status=status.HTTP_422_UNPROCESSABLE_ENTITY)
+            return Response(done.response, status=done.status, headers={"Idempotent-Replayed": "true"})
+
+        if key is not None and (earlier := replay()) is not None:
+            return earlier
+        try:
+            with transaction.atomic():
+                response = super().create(request, *args, **kwargs)
+                if key is not None:
+                    IdempotencyKey.objects.create(owner=request.user, key=key, path=request.path, body_sha256=digest,
+                                                  status=response.status_code, response=response.data)
+                if time.monotonic() - started > settings.WRITE_DEADLINE_S:
+                    raise SubmissionTooSlow()
+        except IntegrityError:
+            if key is not None and (earlier := replay()) is not None:  # a concurrent twin won
+                return earlier
+            raise
+        return response
+
+
+class JobViewSet(IdempotentCreate, SubmitThrottled, mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Training jobs: submit (``POST``), list (filters ``state``, ``model``/``model_name``,
     ``cluster``; ``?page=``), retrieve, and ``POST {id}/cancel/``. Own jobs only (staff: all)."""
 
@@ -130,6 +191,7 @@ class JobViewSet(SubmitThrottled, mixins.CreateModelMixin, mixins.ListModelMixin
 
 
 class ExperimentViewSet(
+    IdempotentCreate,
     SubmitThrottled,
     mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
 ):

@@ -5,6 +5,7 @@ Units: memory in MiB, CPU in cores, times as aware UTC datetimes, progress in pe
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.utils import timezone
 
@@ -182,3 +183,21 @@ class ExperimentRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.experiment_id}/{self.table}#{self.seq}"
+
+
+class IdempotencyKey(models.Model):
+    """A submission made with an ``Idempotency-Key`` header: a retry with the same key and body
+    gets this stored response instead of creating a second job or experiment
+    (:class:`webapp.api.IdempotentCreate`). ``body_sha256`` is over the parsed body with sorted
+    keys; ``response`` is the first answer's body."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    path = models.CharField(max_length=255)
+    body_sha256 = models.CharField(max_length=64)
+    status = models.PositiveSmallIntegerField()
+    response = models.JSONField(encoder=DjangoJSONEncoder)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["owner", "key"], name="idempotency_key_unique_per_owner")]

@@ -95,6 +95,14 @@ DATABASES = {
     "default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'tandem.sqlite3'}"),
 }
 DATABASES["default"].setdefault("ATOMIC_REQUESTS", False)
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # The demo's SQLite: WAL lets the dashboard read while a worker writes; a writer waits up to
+    # 20 s for the lock (then "database is locked", inside the request's transaction: nothing is
+    # committed), and write transactions take the lock up front (no upgrade deadlocks).
+    DATABASES["default"].setdefault("OPTIONS", {}).update({
+        "timeout": 20, "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    })
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Auth -------------------------------------------------------------------------------
@@ -150,6 +158,9 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.MultiPartParser",
     ],
 }
+#: A submission whose transaction would commit later than this many seconds after the request
+#: arrived is rolled back and answered 503 (its client has probably given up and will retry).
+WRITE_DEADLINE_S = env.float("TANDEM_WRITE_DEADLINE_S", default=10.0)
 TOKEN_TTL_HOURS = env.float("TANDEM_TOKEN_TTL_HOURS", default=168.0)
 MAX_JSON_BYTES = env.int("TANDEM_MAX_JSON_KIB", default=2048) * 1024
 SPECTACULAR_SETTINGS = {
