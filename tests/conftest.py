@@ -105,12 +105,14 @@ def _purge_broker() -> None:
 
 @pytest.fixture
 def start_worker(transactional_db, tmp_path) -> Iterator[Callable[..., subprocess.Popen]]:
-    """Factory: ``start_worker(queues="cpu,gpu", concurrency=1, extra_args=())`` starts a real
-    worker and waits until it is ready (its log says so). All are killed at teardown."""
+    """Factory: ``start_worker(queues="cpu,gpu", concurrency=1, extra_args=(), env=None)`` starts a
+    real worker (``env``: extra environment variables) and waits until it is ready (its log says
+    so). All are killed at teardown."""
     _purge_broker()
     procs: list[subprocess.Popen] = []
 
-    def _start(queues: str = "cpu,gpu", concurrency: int = 1, extra_args: tuple[str, ...] = (), name: str | None = None) -> subprocess.Popen:
+    def _start(queues: str = "cpu,gpu", concurrency: int = 1, extra_args: tuple[str, ...] = (), name: str | None = None,
+               env: dict[str, str] | None = None) -> subprocess.Popen:
         n = len(procs)
         log = tmp_path / f"worker{n}.log"
         cmd = [
@@ -119,7 +121,8 @@ def start_worker(transactional_db, tmp_path) -> Iterator[Callable[..., subproces
             "-n", name or f"test{n}-{os.getpid()}@%h", *extra_args,
         ]
         fh = open(log, "w")
-        proc = subprocess.Popen(cmd, cwd=REPO, env=_worker_env(), stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(cmd, cwd=REPO, env={**_worker_env(), **(env or {})}, stdout=fh, stderr=subprocess.STDOUT,
+                                start_new_session=True)
         proc.log_path = log  # type: ignore[attr-defined]
         procs.append(proc)
         deadline = time.monotonic() + 90

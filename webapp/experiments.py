@@ -125,15 +125,26 @@ class ProgressReporter:
     any transaction, so the API and dashboard see it live; raises :class:`ExperimentCancelled`
     when a cancellation was requested."""
 
-    def __init__(self, experiment: "Experiment") -> None:
+    def __init__(self, experiment: "Experiment", *, heartbeat=None) -> None:
         self.experiment = experiment
+        self.heartbeat = heartbeat  # webapp.leases.Heartbeat of the run, if it holds a lease
 
     def report(self, percent: float, message: str = "") -> None:
+        """Progress never goes backwards: a resumed run that reports less than an earlier run
+        reached keeps the higher figure (its message still shows). Raises
+        :class:`webapp.leases.LeaseLost` when another run took the lease over."""
+        from .leases import LeaseLost
         from .models import Experiment
 
+        if self.heartbeat is not None and self.heartbeat.lost:
+            raise LeaseLost(f"experiment {self.experiment.pk}: another run holds it now")
         pct = int(max(0, min(100, round(percent))))
-        Experiment.objects.filter(pk=self.experiment.pk).update(progress=pct, progress_message=message[:255])
-        self.experiment.progress, self.experiment.progress_message = pct, message[:255]
+        rows = Experiment.objects.filter(pk=self.experiment.pk)
+        if self.heartbeat is not None:
+            rows = rows.filter(lease_owner=self.heartbeat.holder)
+        if not rows.filter(progress__lt=pct).update(progress=pct, progress_message=message[:255]):
+            rows.update(progress_message=message[:255])
+        self.experiment.progress, self.experiment.progress_message = max(pct, self.experiment.progress), message[:255]
         if Experiment.objects.filter(pk=self.experiment.pk, cancel_requested=True).exists():
             raise ExperimentCancelled(f"experiment {self.experiment.pk} was cancelled")
 

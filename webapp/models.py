@@ -155,6 +155,8 @@ class Experiment(StatefulModel):
     cancel_requested = models.BooleanField(default=False)
     attempts = models.PositiveIntegerField(default=0, help_text="Times a worker started it")
     updated_at = models.DateTimeField(auto_now=True)
+    lease_owner = models.CharField(max_length=160, blank=True, help_text="The run holding it (host:pid:nonce; webapp/leases.py)")
+    lease_expires_at = models.DateTimeField(null=True, blank=True, help_text="When that run's lease ends unless renewed")
 
     class Meta:
         ordering = ["-created_at", "-id"]

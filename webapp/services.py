@@ -57,46 +57,85 @@ def experiment_enqueue(*, experiment: Experiment) -> None:
 
 
 def experiment_run(*, experiment_id: int) -> Experiment:
-    """Run an experiment to a terminal state. Idempotent: a terminal experiment is returned as
-    it is; a ``running`` one (its worker was lost, the task redelivered) is run again and its
-    runner resumes. Errors in the runner mark it ``failed`` with ``error`` =
-    ``"<ExceptionType>: <message>"``; the full traceback is logged (``log.exception``)."""
-    with transaction.atomic():
-        exp = Experiment.objects.select_for_update().get(pk=experiment_id)
-        if exp.is_terminal:
+    """Run an experiment to a terminal state, holding its lease (:mod:`webapp.leases`).
+
+    Idempotent: a terminal experiment is returned as it is; a ``running`` one whose lease
+    expired (its worker was lost, the task redelivered) is taken over and its runner resumes; a
+    ``running`` one whose lease is live is left to its holder (this delivery waits up to two
+    lease periods for the holder to finish or die, then returns). Errors in the runner mark it
+    ``failed`` with ``error`` = ``"<ExceptionType>: <message>"`` (the traceback goes to the log);
+    a lost database connection is re-raised instead, so the task is retried and the experiment
+    is not failed for the database's restart."""
+    import time
+
+    from django.db import InterfaceError, OperationalError
+    from django.utils import timezone
+
+    from .leases import Heartbeat, LeaseLost, expiry, lease_seconds, new_holder
+
+    holder = new_holder()
+    give_up = time.monotonic() + 2 * lease_seconds()
+    while True:
+        with transaction.atomic():
+            exp = Experiment.objects.select_for_update().get(pk=experiment_id)
+            if exp.is_terminal:
+                return exp
+            if exp.cancel_requested:
+                exp.transition_to(State.CANCELLED)
+                exp.save()
+                return exp
+            now = timezone.now()
+            held = exp.state == State.RUNNING and exp.lease_owner and exp.lease_expires_at and exp.lease_expires_at > now
+            if not held:
+                if exp.state == State.QUEUED:
+                    exp.transition_to(State.RUNNING)
+                previous = exp.lease_owner
+                exp.attempts += 1
+                exp.lease_owner, exp.lease_expires_at = holder, expiry(now)
+                if exp.attempts > 1:
+                    exp.progress_message = (f"resumed (attempt {exp.attempts})"
+                                            + (f"; the run {previous} stopped renewing its lease" if previous else ""))[:255]
+                exp.save()
+                break
+        if time.monotonic() > give_up:
+            log.info("experiment %s is running under %s; this delivery leaves it to that run", experiment_id, exp.lease_owner)
             return exp
-        if exp.cancel_requested:
-            exp.transition_to(State.CANCELLED)
-            exp.save()
-            return exp
-        if exp.state == State.QUEUED:
-            exp.transition_to(State.RUNNING)
-        exp.attempts += 1
-        exp.save()
+        time.sleep(lease_seconds() / 4)
+
     spec = get_experiment_kind(exp.kind)
-    reporter = ProgressReporter(exp)
+    heartbeat = Heartbeat(exp.pk, holder)
+    heartbeat.start()
+    reporter = ProgressReporter(exp, heartbeat=heartbeat)
     try:
         result = spec.run(exp, reporter)
+    except LeaseLost:
+        log.warning("experiment %s: stopped, another run took it over", exp.pk)
     except Cancelled:
-        _finish(exp.pk, State.CANCELLED, error="cancelled by request")
+        _finish(exp.pk, State.CANCELLED, holder, error="cancelled by request")
+    except (OperationalError, InterfaceError):
+        raise  # the database went away: let the task retry (workers/tasks/platform.py DB_RETRY)
     except Exception as err:  # noqa: BLE001 - any failure of the runner is recorded as data
         log.exception("experiment %s failed", exp.pk)
-        _finish(exp.pk, State.FAILED, error=f"{type(err).__name__}: {err}")  # the traceback goes to the log
+        _finish(exp.pk, State.FAILED, holder, error=f"{type(err).__name__}: {err}")
     else:
-        _finish(exp.pk, State.SUCCEEDED, result=result)
+        _finish(exp.pk, State.SUCCEEDED, holder, result=result)
+    finally:
+        heartbeat.stop()
     return Experiment.objects.get(pk=exp.pk)
 
 
-def _finish(pk: int, state: str, *, result: dict | None = None, error: str = "") -> None:
+def _finish(pk: int, state: str, holder: str, *, result: dict | None = None, error: str = "") -> None:
+    """Write the terminal state, unless another run holds the lease now (then it writes)."""
     with transaction.atomic():
         exp = Experiment.objects.select_for_update().get(pk=pk)
-        if exp.is_terminal:
+        if exp.is_terminal or (exp.lease_owner and exp.lease_owner != holder):
             return
         exp.transition_to(state, error=error)
         if result is not None:
             exp.result = result
         if state == State.SUCCEEDED:
             exp.progress = 100
+        exp.lease_owner, exp.lease_expires_at = "", None
         exp.save()
 
 
@@ -278,7 +317,8 @@ def job_run(*, job_id: int) -> "Job":
 
     Idempotent: a terminal job is returned untouched; a ``running`` job (its worker was lost
     and the task redelivered) is restarted from step 0; the result (``steps``, ``seconds``,
-    ``samples_per_second``, ``device``, ``gpus``) is written once, together with the terminal
+    ``samples_per_second``, ``device``, ``gpus``, ``worker``: the worker's node name, and ``note``
+when it did not run where it was placed) is written once, together with the terminal
     state, under a row lock. Failures mark the job ``failed`` with the error. Afterwards the
     job's GPUs are freed and the scheduler is asked for the next jobs.
     """
@@ -317,8 +357,10 @@ def job_run(*, job_id: int) -> "Job":
             on_step=on_step,
         )
         result = res.as_dict() | {"gpus": [g.pk for g in gpus], "attempt": job.attempts}
+        worker_node = os.environ.get("TANDEM_NODE_NAME", socket.gethostname())
+        result["worker"] = worker_node
         note = device_note(assigned=[(g.node.name, g.node.last_heartbeat is not None) for g in gpus],
-                           device=device, worker_node=os.environ.get("TANDEM_NODE_NAME", socket.gethostname()))
+                           device=device, worker_node=worker_node)
         if note:
             result["note"] = note
             log.warning("job %s: %s", job_id, note)

@@ -33,3 +33,5 @@ app.steps["worker"].add(GPUReporter)
 
 # filesystem broker only: fail work left ``running`` by a killed worker (workers/recovery.py)
 from . import recovery  # noqa: E402,F401
+# Redis: every worker must use the same visibility timeout (workers/visibility.py)
+from . import visibility  # noqa: E402,F401

@@ -194,7 +194,21 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "store_processed": False,
     }
 else:
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)}
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600),
+        # kombu sweeps for unacknowledged messages to restore every interval x throttle seconds
+        # (10 x 10 by default); a short visibility timeout needs a shorter sweep
+        "unacked_restore_interval": env.int("CELERY_UNACKED_RESTORE_S", default=10),
+        "unacked_restore_throttle": env.int("CELERY_UNACKED_RESTORE_THROTTLE", default=10),
+    }
+#: Experiment leases and the reconciler (webapp/leases.py, webapp/reconcile.py), seconds.
+EXPERIMENT_LEASE_S = env.float("TANDEM_LEASE_S", default=60.0)
+RECONCILE_EVERY_S = env.float("TANDEM_RECONCILE_S", default=60.0)
+#: A ``queued`` experiment older than this whose task message is in no queue is re-enqueued.
+QUEUED_GRACE_S = env.float("TANDEM_QUEUED_GRACE_S", default=300.0)
+CELERY_BEAT_SCHEDULE = {
+    "tandem-reconcile": {"task": "tandem.reconcile", "schedule": RECONCILE_EVERY_S, "options": {"queue": "cpu", "expires": RECONCILE_EVERY_S}},
+}
 CELERY_RESULT_BACKEND = None  # results live in the Django database, not in Celery
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True

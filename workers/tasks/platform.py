@@ -26,3 +26,12 @@ def run_job(job_id: int) -> None:
     from webapp.services import job_run
 
     job_run(job_id=job_id)
+
+
+@shared_task(name="tandem.reconcile", ignore_result=True)
+def reconcile() -> dict:
+    """Celery beat's periodic pass of :func:`webapp.reconcile.reconcile` (lost workers, lost
+    messages)."""
+    from webapp.reconcile import reconcile as run
+
+    return run()
