@@ -293,3 +293,16 @@ def test_users_in_two_regions_are_both_served_through_their_links(no_leftovers):
     assert r.errors == 0 and r.ok > 10
     assert r.p95_ms >= 40.0  # the B half pays the link
     assert r.p50_ms < r.p95_ms
+
+
+def test_measured_contention_runs_the_hogs_and_stops_them(no_leftovers):
+    fed = Federation([MemberCluster("A", 4.0, 0.75), MemberCluster("B", 4.0)], [[0, 1], [1, 0]], [[1e4, 1e4], [1e4, 1e4]])
+    cpus = sorted(H.os.sched_getaffinity(0))
+    m = H.measured_contention(fed, {"A": [cpus[0]], "B": [cpus[-1]]}, bursts=15)
+    assert set(m) == {"A", "B"} and all(0.0 <= v <= 0.95 for v in m.values())
+    if len(cpus) > 1:
+        assert m["A"] > 0.0  # three hogs on A's CPU stretch a burst at least a little
+    fed2 = H.with_measured_contention(fed, {"A": 0.3})
+    a = fed2.clusters[0]
+    assert a.contention == 0.3 and a.available_cores == pytest.approx(fed.clusters[0].available_cores)  # 4 x 0.25 = 1 core kept
+    assert fed2.clusters[1] == fed.clusters[1]
