@@ -21,6 +21,7 @@ from federation.core.applications import get_application, known_applications
 from federation.core.model import Federation, FederationError
 
 CONTENTION_LABEL = "tandem.io/contention"
+SCENARIO_NAMES = ["fits-near", "capacity", "pinned-data", "contention", "users-2-regions", "spread"]
 PAGE = "/federation/"
 
 
@@ -164,6 +165,9 @@ class FederationBenchmarkParameters(serializers.Serializer):
     rate_rps = serializers.FloatField(min_value=0.5, max_value=50.0, default=4.0)
     duration_s = serializers.FloatField(min_value=0.5, max_value=30.0, default=2.0)
     compare = serializers.BooleanField(default=True, help_text="also run the orchestrator's plan against every baseline")
+    scenarios = serializers.ListField(child=serializers.ChoiceField(choices=SCENARIO_NAMES), required=False, default=list, max_length=10,
+                                      help_text="split-forcing scenarios to run as well: " + ", ".join(SCENARIO_NAMES))
+    rounds = serializers.IntegerField(min_value=1, max_value=10, default=3, help_text="runs of each scenario x plan")
 
 
 def plan_run(experiment, reporter) -> dict:

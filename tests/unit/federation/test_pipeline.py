@@ -74,3 +74,10 @@ def test_users_in_several_regions_through_the_parameters():
     assert ok.is_valid(), ok.errors
     bad = FederationPlanParameters(data={"application": "sockshop", "clusters": CLUSTERS, "users": {"mars": 1}})
     assert not bad.is_valid() and "mars" in str(bad.errors)
+
+
+def test_the_benchmark_kind_offers_exactly_the_scenarios_that_exist():
+    from federation.backends.scenarios import split_scenarios
+    from federation.experiment import SCENARIO_NAMES
+
+    assert SCENARIO_NAMES == [s.name for s in split_scenarios()]
