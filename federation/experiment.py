@@ -148,6 +148,10 @@ class FederationPlanParameters(FederationParamsMixin):
                     fed.index(c)
         except FederationError as err:
             raise serializers.ValidationError({"non_field_errors": [str(err)]}) from None
+        prev = attrs.get("previous_replicas") or {}
+        if prev and (set(app.names) - set(prev) or any(not r or not any(r.values()) for r in prev.values())):
+            raise serializers.ValidationError({"previous_replicas": f"give every service of {app.name} with at least one replica; "
+                                               f"missing: {sorted(set(app.names) - set(prev))}"})
         if attrs.get("unreachable") and not attrs.get("previous_replicas"):
             raise serializers.ValidationError({"unreachable": "give previous_replicas (the plan in force) to re-plan around unreachable members"})
         return attrs
