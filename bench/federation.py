@@ -117,7 +117,9 @@ def main() -> None:
             "p95_ms": {m: [round(v["p95_ms"], 1), round(v["p95_min"], 1), round(v["p95_max"], 1)] for m, v in c["measured"].items()},
             "expected_ms": {m: round(v["expected_ms"], 1) for m, v in c["measured"].items()},
             "ineligible": {m: ("overcommits a cluster" if not v["fits"] else "misses the spread" if not v["meets_spread"] else "errors")
-                           for m, v in c["measured"].items() if m != "orchestrator" and not (v["fits"] and v["meets_spread"] and not v["errors"])},
+                           for m, v in c["measured"].items()
+                           if not m.startswith("orchestrator") and not (v["fits"] and v["meets_spread"] and not v["errors"])},
+            "measured_contention": c.get("measured_contention"), "verdict_measured": c.get("verdict_measured"),
             "unschedulable": c["unschedulable"]} for c in comps},
         "degradation_factor": factors,
         "degradation_rows": [{k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()} for r in deg],

@@ -21,6 +21,7 @@ from federation.core.applications import get_application, known_applications
 from federation.core.model import Federation, FederationError
 
 CONTENTION_LABEL = "tandem.io/contention"
+SCENARIO_NAMES = ["fits-near", "capacity", "pinned-data", "contention", "users-2-regions", "spread"]
 PAGE = "/federation/"
 
 
@@ -147,6 +148,10 @@ class FederationPlanParameters(FederationParamsMixin):
                     fed.index(c)
         except FederationError as err:
             raise serializers.ValidationError({"non_field_errors": [str(err)]}) from None
+        prev = attrs.get("previous_replicas") or {}
+        if prev and (set(app.names) - set(prev) or any(not r or not any(r.values()) for r in prev.values())):
+            raise serializers.ValidationError({"previous_replicas": f"give every service of {app.name} with at least one replica; "
+                                               f"missing: {sorted(set(app.names) - set(prev))}"})
         if attrs.get("unreachable") and not attrs.get("previous_replicas"):
             raise serializers.ValidationError({"unreachable": "give previous_replicas (the plan in force) to re-plan around unreachable members"})
         return attrs
@@ -164,6 +169,9 @@ class FederationBenchmarkParameters(serializers.Serializer):
     rate_rps = serializers.FloatField(min_value=0.5, max_value=50.0, default=4.0)
     duration_s = serializers.FloatField(min_value=0.5, max_value=30.0, default=2.0)
     compare = serializers.BooleanField(default=True, help_text="also run the orchestrator's plan against every baseline")
+    scenarios = serializers.ListField(child=serializers.ChoiceField(choices=SCENARIO_NAMES), required=False, default=list, max_length=10,
+                                      help_text="split-forcing scenarios to run as well: " + ", ".join(SCENARIO_NAMES))
+    rounds = serializers.IntegerField(min_value=1, max_value=10, default=3, help_text="runs of each scenario x plan")
 
 
 def plan_run(experiment, reporter) -> dict:

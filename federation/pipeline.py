@@ -16,7 +16,8 @@
   YAML. Records nothing (deterministic: a rerun gives the same result).
 * ``"benchmark"``: the degradation sweep and, with ``compare``, the orchestrator against every
   baseline in the harness (:mod:`federation.backends.scenarios`); records each sweep row as
-  ``degradation`` and each comparison as ``comparison``. A rerun starts over (measurements are
+  ``degradation`` and each comparison as ``comparison``; with ``scenarios`` (names) also those
+  split-forcing scenarios (``rounds`` each). A rerun starts over (measurements are
   not resumable: the machine's state changed).
 * ``"scenarios"``: the split-forcing scenarios (``scenarios``: names, default all; ``rounds``,
   ``duration_s``, ``rate_rps``), each recorded as ``scenario``.
@@ -154,7 +155,14 @@ def benchmark(params: Mapping[str, Any], report: Report = no_report, record: Rec
         comparisons.append(c)
         if record:
             record("comparison", [_jsonable(c)])
-    return {"degradation": rows, "comparisons": comparisons, "summary": degradation_summary(rows)}
+    out = {"degradation": rows, "comparisons": comparisons, "summary": degradation_summary(rows)}
+    if params.get("scenarios"):
+        out["scenarios"] = scenarios({"scenarios": list(params["scenarios"]), "rounds": int(params.get("rounds", 3)), "rate_rps": rate,
+                                      "duration_s": dur}, report, record)["scenarios"]
+        for c in out["scenarios"]:
+            for m in c["measured"].values():
+                m.pop("p95_runs", None)
+    return out
 
 
 def scenarios(params: Mapping[str, Any], report: Report = no_report, record: Record | None = None) -> dict:

@@ -42,4 +42,10 @@ def dashboard(request):
         ctx["contention_curve"] = _html(figures.degradation_figure(rows, "contention"), "fed-deg-contention")
         ctx["comparisons"] = [_html(figures.plan_comparison_figure(c), f"fed-cmp-{i}") for i, c in enumerate(bench_exp.result.get("comparisons", []))]
         ctx["summary"] = bench_exp.result.get("summary", {})
+        ctx["scenarios"] = [{"name": c["scenario"], "description": c["description"], "verdict": c["verdict"],
+                             "verdict_measured": c.get("verdict_measured"), "best": c["best_baseline"],
+                             "binds": ", ".join(k for k, v in c["binding"].items() if v["binds"]) or "none",
+                             "orch": c["measured"]["orchestrator"],
+                             "base": c["measured"].get(c["best_baseline"]) if c["best_baseline"] else None}
+                            for c in bench_exp.result.get("scenarios", [])]
     return render(request, "federation/dashboard.html", ctx)

@@ -382,3 +382,58 @@ def probed_contention(fed: Federation, cpu_map: dict[str, list[int]] | None = No
             cache[key] = max(1.0, probe_cpu_slowdown(list(key), **kw))
         out[c.name] = min(0.95, 1.0 - (1.0 - c.contention) / cache[key])
     return out
+
+
+def measured_contention(fed: Federation, cpu_map: dict[str, list[int]] | None = None, *, burst_ms: float = 2.0,
+                        gap_ms: float = 20.0, bursts: int = 40) -> dict[str, float]:
+    """The contention a request burst actually sees in each cluster, measured: with every
+    cluster's ``stress-ng`` hogs running (as the harness injects them), a thread pinned to the
+    cluster's CPU set does ``bursts`` bursts of ``burst_ms`` CPU time ``gap_ms`` apart (the shape
+    of a service's work per call), and the median stretch ``b`` = wall / CPU time of a burst gives
+    ``1 - 1/b`` (0 to 0.95). Includes whatever else runs on those CPUs. Everything started is
+    stopped before it returns. Raises :class:`HarnessError` without stress-ng."""
+    from federation.backends.service import burn_cpu
+
+    cpus = sorted(os.sched_getaffinity(0))
+    cmap = {c.name: [cpus[k % len(cpus)]] for k, c in enumerate(fed.clusters)}
+    cmap.update(cpu_map or {})
+    sup = Supervisor()
+    try:
+        for c in fed.clusters:
+            if c.contention > 0:
+                start_stress(sup, cmap[c.name], c.contention)
+        time.sleep(0.3)
+        cache: dict[tuple[int, ...], float] = {}
+        out = {}
+        for c in fed.clusters:
+            key = tuple(cmap[c.name])
+            if key not in cache:
+                stretch: list[float] = []
+
+                def run(ids=key) -> None:
+                    os.sched_setaffinity(0, set(ids))
+                    for _ in range(bursts):
+                        t, cp = time.perf_counter(), time.thread_time()
+                        burn_cpu(burst_ms)
+                        stretch.append((time.perf_counter() - t) / max(time.thread_time() - cp, 1e-9))
+                        time.sleep(gap_ms / 1000.0)
+
+                th = threading.Thread(target=run, daemon=True)
+                th.start()
+                th.join()
+                cache[key] = float(np.median(stretch))
+            out[c.name] = round(float(min(0.95, max(0.0, 1.0 - 1.0 / cache[key]))), 4)
+        return out
+    finally:
+        sup.stop()
+
+
+def with_measured_contention(fed: Federation, measured: dict[str, float]) -> Federation:
+    """``fed`` with each cluster's contention replaced by the measured one, keeping its available
+    cores (the capacity left by other tenants is a fact of the cluster; only the slowdown they
+    cause is measured): ``capacity' = capacity (1 - rho) / (1 - rho_measured)``."""
+    ms = []
+    for c in fed.clusters:
+        r = measured.get(c.name, c.contention)
+        ms.append(type(c)(c.name, c.available_cores / (1.0 - r), r, c.region))
+    return Federation(ms, fed.rtt_ms, fed.bandwidth_mbps)

@@ -273,6 +273,54 @@ def _local_search(prob: Problem, adj, assign: np.ndarray, deadline: float) -> np
     return assign
 
 
+def _local_search_sweep(prob: Problem, adj, assign: np.ndarray, deadline: float) -> np.ndarray:
+    """The first-improvement variant: sweep the services in order, moving each to its best
+    cluster at once, then ejection chains, then the first improving swap; recomputes move costs
+    each time (``O(S^2)`` per swap pass), so it is used only on small instances, where it
+    reaches other local optima than :func:`_local_search` (a second descent from every start)."""
+    load = np.zeros(prob.C)
+    np.add.at(load, assign, prob.demand)
+    free = [s for s in range(prob.S) if s not in prob.pinned]
+    improved = True
+    while improved and time.perf_counter() < deadline:
+        improved = False
+        for s in free:  # single moves
+            costs = _move_costs(prob, assign, s, adj)
+            c0 = assign[s]
+            ok = load + prob.demand[s] <= prob.capacity + 1e-9
+            ok[c0] = True
+            costs[~ok] = np.inf
+            c = int(np.argmin(costs))
+            if costs[c] < costs[c0] - 1e-9:
+                load[c0] -= prob.demand[s]; load[c] += prob.demand[s]; assign[s] = c
+                improved = True
+        if improved:
+            continue
+        improved = _ejection_pass(prob, adj, assign, load, free, deadline)
+        if improved:
+            continue
+        for a, b in itertools.combinations(free, 2):  # swaps, for when capacity blocks single moves
+            if time.perf_counter() > deadline:
+                break
+            ca, cb = assign[a], assign[b]
+            if ca == cb:
+                continue
+            if (load[cb] - prob.demand[b] + prob.demand[a] > prob.capacity[cb] + 1e-9
+                    or load[ca] - prob.demand[a] + prob.demand[b] > prob.capacity[ca] + 1e-9):
+                continue
+            before = _move_costs(prob, assign, a, adj)[ca] + _move_costs(prob, assign, b, adj)[cb]
+            shared = sum(w * (prob.link_ms(p)[ca, cb] if out else prob.link_ms(p)[cb, ca]) for t, w, p, out in adj[a] if t == b)
+            assign[a], assign[b] = cb, ca
+            after = _move_costs(prob, assign, a, adj)[cb] + _move_costs(prob, assign, b, adj)[ca]
+            shared2 = sum(w * (prob.link_ms(p)[cb, ca] if out else prob.link_ms(p)[ca, cb]) for t, w, p, out in adj[a] if t == b)
+            if after - shared2 < before - shared - 1e-9:
+                load[ca] += prob.demand[b] - prob.demand[a]; load[cb] += prob.demand[a] - prob.demand[b]
+                improved = True
+                break
+            assign[a], assign[b] = ca, cb
+    return assign
+
+
 def _ejection_pass(prob: Problem, adj, assign: np.ndarray, load: np.ndarray, free: list[int], deadline: float) -> bool:
     """Ejection chains of length 2 (Glover, Discrete Applied Mathematics 1996): move ``s`` to a
     cluster ``c`` it does not fit and eject one service ``t`` from ``c`` to a cluster it fits,
@@ -314,6 +362,9 @@ def _ejection_pass(prob: Problem, adj, assign: np.ndarray, load: np.ndarray, fre
     return False
 
 
+SWEEP_LIMIT = 1000  # S * C up to which the first-improvement descent runs as well
+
+
 def plan_greedy(app: Application, fed: Federation, *, contention_weight: float = 1.0,
                 pinned: dict[str, str] | None = None, client: str | None = None, time_limit: float = 0.9,
                 max_stale: int = 100, seed: int = 0) -> Plan:
@@ -341,11 +392,14 @@ def plan_greedy(app: Application, fed: Federation, *, contention_weight: float =
     if not starts:
         raise FederationError("greedy placement could not fit every service; try the MILP planner")
     best, best_cost = None, np.inf
+    # both descents on small instances: from every start, and alternately inside the iterated local search
+    searches = [_local_search] + ([_local_search_sweep] if prob.S * prob.C <= SWEEP_LIMIT else [])
     for st in starts:
-        a = _local_search(prob, adj, st.copy(), deadline)
-        cst = evaluate(prob, assignment_matrix(a, prob.C)).total_ms
-        if cst < best_cost:
-            best, best_cost = a, cst
+        for search in searches:
+            a = search(prob, adj, st.copy(), deadline)
+            cst = evaluate(prob, assignment_matrix(a, prob.C)).total_ms
+            if cst < best_cost:
+                best, best_cost = a, cst
     # iterated local search (Lourenco, Martin & Stuetzle, Handbook of Metaheuristics 2003):
     # move a few random services to random clusters that fit, re-optimise, keep if better.
     rng = np.random.default_rng(seed)
@@ -360,7 +414,7 @@ def plan_greedy(app: Application, fed: Federation, *, contention_weight: float =
             if len(fits):
                 c = int(rng.choice(fits))
                 load[a[s]] -= prob.demand[s]; load[c] += prob.demand[s]; a[s] = c
-        a = _local_search(prob, adj, a, deadline)
+        a = searches[stale % len(searches)](prob, adj, a, deadline)
         cst = evaluate(prob, assignment_matrix(a, prob.C)).total_ms
         if cst < best_cost - 1e-9:
             best, best_cost, stale = a, cst, 0

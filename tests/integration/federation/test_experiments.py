@@ -243,3 +243,25 @@ def test_fedapp_command_prints_the_graph_as_json(tmp_path):
     res = json.loads(lines[0])
     assert {e["callee"] for e in res["graph"]["edges"]} == {"api", "api-db"}
     assert set(res["plan"]["replicas"]) == {"web", "api", "api-db"}
+
+
+def test_benchmark_with_a_scenario_runs_and_the_page_shows_its_verdict(user):
+    """A federation-benchmark experiment with one split-forcing scenario (1 round, short runs),
+    run in this process: the result carries the scenario with its verdict against the best
+    eligible baseline, /federation/ shows it, and no harness process is left."""
+    from webapp.services import experiment_create, experiment_run
+
+    before = {p.pid for p in harness_procs()}
+    exp = experiment_create(owner=user, kind="federation-benchmark", parameters={
+        "applications": ["inference"], "latencies_ms": [0], "contentions": [0], "duration_s": 0.5, "compare": False,
+        "scenarios": ["fits-near"], "rounds": 1})
+    exp = experiment_run(experiment_id=exp.pk)
+    assert exp.state == State.SUCCEEDED, exp.error
+    (scn,) = exp.result["scenarios"]
+    assert scn["scenario"] == "fits-near" and scn["verdict"] in {"beats", "ties", "loses"}
+    assert "karmada-static" not in {scn["best_baseline"]}  # overcommits home: never the rival
+    assert {p.pid for p in harness_procs()} - before == set()
+    client = Client()
+    client.force_login(user)
+    html = client.get("/federation/").content.decode()
+    assert "Split-forcing scenarios" in html and "fits-near" in html

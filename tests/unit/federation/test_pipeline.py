@@ -74,3 +74,23 @@ def test_users_in_several_regions_through_the_parameters():
     assert ok.is_valid(), ok.errors
     bad = FederationPlanParameters(data={"application": "sockshop", "clusters": CLUSTERS, "users": {"mars": 1}})
     assert not bad.is_valid() and "mars" in str(bad.errors)
+
+
+def test_the_benchmark_kind_offers_exactly_the_scenarios_that_exist():
+    from federation.backends.scenarios import split_scenarios
+    from federation.experiment import SCENARIO_NAMES
+
+    assert SCENARIO_NAMES == [s.name for s in split_scenarios()]
+
+
+def test_replan_parameters_are_validated_before_anything_runs():
+    from federation.experiment import FederationPlanParameters
+
+    base = {"application": "sockshop", "clusters": CLUSTERS, "client": "home"}
+    partial = FederationPlanParameters(data={**base, "previous_replicas": {"front-end": {"near": 1}}, "unreachable": ["near"]})
+    assert not partial.is_valid() and "previous_replicas" in partial.errors
+    alone = FederationPlanParameters(data={**base, "unreachable": ["near"]})
+    assert not alone.is_valid() and "unreachable" in alone.errors
+    full = run()["plan"]["replicas"]
+    ok = FederationPlanParameters(data={**base, "previous_replicas": full, "unreachable": ["near"], "failover": True})
+    assert ok.is_valid(), ok.errors
