@@ -167,6 +167,16 @@ class JobViewSet(IdempotentCreate, SubmitThrottled, mixins.CreateModelMixin, mix
             return Job.objects.none()
         return selectors.job_list(user=self.request.user)
 
+    def create(self, request, *args, **kwargs):
+        """Submit; the job scheduler's pass (placement, dispatch) runs after the 201 was sent,
+        so an acknowledged submission is committed before the client hears of it and a client
+        that gave up never finds its job stored later (see :func:`webapp.services.schedule_after_response`)."""
+        with services.schedule_after_response() as pending:
+            response = super().create(request, *args, **kwargs)
+        if pending():
+            response._resource_closers.append(services.job_schedule_logged)
+        return response
+
     def perform_create(self, serializer):
         data = serializer.validated_data
         try:

@@ -4,7 +4,9 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from typing import TYPE_CHECKING, Any
+import threading
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
@@ -229,8 +231,36 @@ def job_submit(
     get_job_scheduler().validate(job)
     with transaction.atomic():
         job.save()
-        transaction.on_commit(job_schedule)
+        if getattr(_deferred, "on", False):
+            transaction.on_commit(lambda: setattr(_deferred, "pending", True))
+        else:
+            transaction.on_commit(job_schedule)
     return job
+
+
+_deferred = threading.local()
+
+
+@contextmanager
+def schedule_after_response() -> Iterator[Callable[[], bool]]:
+    """Within this block (one request's thread), :func:`job_submit` does not run the scheduler
+    when its transaction commits; it only notes that a pass is due. Yields a function telling
+    whether one is; the API then runs :func:`job_schedule_logged` after the response was sent
+    (Django calls a response's closers when the server has sent it). Placement at the scale of an
+    imported cluster takes seconds; it must not stand between the commit and the client's 201."""
+    _deferred.on, _deferred.pending = True, False
+    try:
+        yield lambda: bool(getattr(_deferred, "pending", False))
+    finally:
+        _deferred.on = False
+
+
+def job_schedule_logged() -> None:
+    """:func:`job_schedule`, with a failure logged instead of raised (it runs after the response)."""
+    try:
+        job_schedule()
+    except Exception:  # noqa: BLE001 - nobody is waiting for this call's outcome
+        log.exception("job scheduling after a submission failed; the next submission or finished job retries it")
 
 
 def job_schedule() -> list["Job"]:
