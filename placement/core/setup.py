@@ -42,7 +42,14 @@ def load_trace(name: str, data_dir: Path, tables: Tables, *, seed: int = 0,
                limit: int | None = None, profile=None) -> list[JobSpec]:
     """Trace by name: ``gavel:<vc>`` (one of :data:`GAVEL_VCS`), ``philly`` (full job list,
     models assigned by seed), ``tiresias60`` (needs ``profile``: (model, batch) -> (util %,
-    memory MiB), e.g. the predictor on graph features). ``ValueError`` for an unknown name."""
+    memory MiB), e.g. the predictor on graph features). ``ValueError`` for an unknown name or a trace with no jobs."""
+    jobs = _load_trace(name, data_dir, tables, seed=seed, limit=limit, profile=profile)
+    if not jobs:
+        raise ValueError(f"trace {name!r} has no jobs (empty trace{'' if limit is None else f', limit={limit}'})")
+    return jobs
+
+
+def _load_trace(name, data_dir, tables, *, seed, limit, profile) -> list[JobSpec]:
     look = tables.lookup("V100")
     if name.startswith("gavel:"):
         vc = name[6:]

@@ -38,6 +38,30 @@ from .types import ClusterState, GPUSpec, JobSpec
 ARRIVAL, FINISH, TICK, RESUME = 0, 1, 2, 3
 
 
+class NeverPlaceableError(ValueError):
+    """Jobs that no placement can ever start on this cluster. ``jobs``: list of
+    ``(job_id, model)``; the message names each (id, model, GPUs x MiB needed, and how many
+    GPUs of the cluster could hold one of its tasks)."""
+
+    def __init__(self, message: str, jobs: list[tuple[int, str]]) -> None:
+        super().__init__(message)
+        self.jobs = jobs
+
+
+def _describe(job: JobSpec, capacity: np.ndarray) -> str:
+    fit = int((capacity >= job.memory_mib).sum())
+    return (f"job {job.job_id} ({job.model or 'unnamed'}) needs {job.num_gpus} GPUs x "
+            f"{job.memory_mib:.0f} MiB; {fit} of the cluster's {len(capacity)} GPUs have that much memory")
+
+
+def never_placeable(jobs: Sequence[JobSpec], gpus: list[GPUSpec]) -> list[JobSpec]:
+    """Jobs that could not start even on an empty cluster: fewer than ``num_gpus`` GPUs have
+    ``memory_mib`` of capacity (every policy places one task per distinct GPU, on any nodes).
+    O(jobs x GPUs) numpy work."""
+    cap = np.array([g.memory_mib for g in gpus], dtype=np.float64)
+    return [j for j in jobs if int((cap >= j.memory_mib).sum()) < j.num_gpus]
+
+
 @dataclass
 class JobOutcome:
     """Per-job result; times in seconds. ``gpu_ids``: the GPUs it finished on;
@@ -84,6 +108,8 @@ class SimulationResult:
         """Cluster metrics (seconds, percent) as a JSON-ready dict."""
         if self.metrics:
             return self.metrics
+        if not self.jobs:
+            raise ValueError("no job outcomes to summarise (empty trace)")
         jct = np.array([j.jct for j in self.jobs])
         qd = np.array([j.queueing_delay for j in self.jobs])
         t0 = min(j.arrival for j in self.jobs)
@@ -125,24 +151,29 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
     """Replay ``jobs`` on ``gpus`` under ``policy``; deterministic for a given ``seed``.
 
     ``migration_cost_s``: pause (s) charged to every migration (only policies with
-    ``migrates`` migrate). Raises ``ValueError`` if a job can never fit (more GPUs than the
-    cluster has, or more memory than the largest GPU), job ids repeat or
-    ``migration_cost_s`` < 0. ``progress(done, total)`` (jobs finished,
+    ``migrates`` migrate). Raises :class:`NeverPlaceableError` (a ``ValueError``) naming every
+    job that can never be placed: before the run if fewer than ``num_gpus`` GPUs have its
+    memory (:func:`never_placeable`), and during it if the policy leaves jobs queued while
+    nothing runs and nothing more will arrive (the state can no longer change, so the run
+    would never end; Tiresias's re-evaluation tick would otherwise loop for ever).
+    ``ValueError`` if ``jobs`` is empty, job ids repeat or ``migration_cost_s`` < 0. ``progress(done, total)`` (jobs finished,
     jobs in all) is called every ``progress_every`` events and once at the end; an exception it
     raises (e.g. a cancellation) propagates and stops the run.
     """
     if not migration_cost_s >= 0:
         raise ValueError(f"migration_cost_s must be >= 0 s, got {migration_cost_s}")
+    if len(jobs) == 0:
+        raise ValueError("empty trace: no jobs to simulate")
     rng = np.random.default_rng(seed)
     state = ClusterState(gpus)
     state.track_end = True  # this simulator keeps end_at (projected isolated finish per GPU)
     if len({j.job_id for j in jobs}) != len(jobs):
         raise ValueError("job ids must be unique")
-    max_mem = float(state.capacity.max())
-    for j in jobs:
-        if j.num_gpus > state.n_gpus or j.memory_mib > max_mem:
-            raise ValueError(f"job {j.job_id} can never fit: {j.num_gpus} GPUs x {j.memory_mib:.0f} MiB "
-                             f"on a cluster of {state.n_gpus} GPUs of <= {max_mem:.0f} MiB")
+    bad = never_placeable(jobs, gpus)
+    if bad:
+        raise NeverPlaceableError(f"{len(bad)} job(s) can never be placed: "
+                                  + "; ".join(_describe(j, state.capacity) for j in bad[:10])
+                                  + ("; ..." if len(bad) > 10 else ""), [(j.job_id, j.model) for j in bad])
     runs = {j.job_id: _Run(j) for j in jobs}
     heap: list = []
     seq = 0
@@ -273,6 +304,22 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
             tick_pending = True
 
     total = len(jobs)
+    arrivals_left = total
+
+    def stuck(now: float) -> None:
+        """Nothing runs, nothing will arrive, yet jobs wait: raise, naming the jobs the policy
+        cannot place even alone on the (now empty) cluster; the rest wait behind them (FIFO's
+        head-of-line blocking)."""
+        left = list(queue.values())
+        never = [j for j in left if not policy.place([j], state, now, rng)] or left
+        blocked = len(left) - len(never)
+        raise NeverPlaceableError(
+            f"{policy.name}: {len(never)} job(s) can never be placed (nothing running, none arriving, "
+            f"at t={now:.0f} s): " + "; ".join(_describe(j, state.capacity) for j in never[:10])
+            + ("; ..." if len(never) > 10 else "")
+            + (f"; {blocked} more job(s) wait behind them" if blocked else ""),
+            [(j.job_id, j.model) for j in never])
+
     while heap:
         now, _, kind, jid, version = heapq.heappop(heap)
         n_events += 1
@@ -291,6 +338,7 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
                                        r.job.duration, r.gpus, r.preemptions, r.migrations))
         elif kind == ARRIVAL:
             queue[jid] = runs[jid].job
+            arrivals_left -= 1
         elif kind == RESUME:
             r = runs[jid]
             if version != r.migrations or jid not in state.running or r.resume_at != now:
@@ -304,8 +352,10 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
         schedule(now)
         util_t.append(now)
         util_v.append(float(eff.sum() / len(gpus)))
-    if len(outcomes) != total:  # pragma: no cover - a policy that starves jobs forever
-        raise RuntimeError(f"{total - len(outcomes)} jobs never finished under {policy.name}")
+        if queue and not state.running and arrivals_left == 0:
+            stuck(now)
+    if len(outcomes) != total:
+        stuck(now)
     if progress is not None:
         progress(total, total)
     outcomes.sort(key=lambda o: o.job_id)

@@ -129,6 +129,8 @@ def read_philly(path: Path, models: list[tuple[str, int]], profile: Profile, *, 
             if gpus < 1:
                 raise TraceError(path, ln, "num_gpus", "must be >= 1")
             raw.append((ts, max(dur, 1.0), gpus))
+    if not raw:
+        raise TraceError(path, 1, "timestamp", "no job rows (empty trace)")
     picks = rng.integers(0, len(models), size=len(raw))
     cache = {m: profile(*m) for m in models}
     t0 = min(r[0] for r in raw)
@@ -140,7 +142,9 @@ def cluster_for_trace(jobs: list[JobSpec], *, gpus_per_node: int = 8, load: floa
                       gpu_type: str = "V100", memory_mib: float = 16384.0) -> list[GPUSpec]:
     """A homogeneous cluster "shaped like the trace": enough GPUs for the largest job and for
     the trace's average demand (sum of GPUs x duration / arrival span) divided by ``load``,
-    rounded up to whole nodes of ``gpus_per_node``."""
+    rounded up to whole nodes of ``gpus_per_node``. ``ValueError`` for an empty job list."""
+    if not jobs:
+        raise ValueError("empty trace: no jobs to shape a cluster for")
     span = max(max(j.arrival for j in jobs) - min(j.arrival for j in jobs), 1.0)
     demand = sum(j.num_gpus * j.duration for j in jobs) / span
     need = max(max(j.num_gpus for j in jobs), int(np.ceil(demand / load)), gpus_per_node)

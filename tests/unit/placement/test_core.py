@@ -153,7 +153,7 @@ def test_invariants_hold_in_a_case_with_migrations():
 
 
 def test_never_fitting_job_is_an_error():
-    with pytest.raises(ValueError, match="can never fit"):
+    with pytest.raises(simulator.NeverPlaceableError, match="job 0 \(unnamed\) needs 9 GPUs"):
         simulator.simulate([JobSpec(0, 0, 9, 10, 10, 10)], homogeneous_cluster(1, 8), policies.Horus(), FLAT)
 
 
