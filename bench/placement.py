@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
             lower_bound[vc] = max(j.arrival + j.duration for j in jobs) - min(j.arrival for j in jobs)
             for p in args.policies:
                 t = time.perf_counter()
-                s = simulator.simulate(jobs, gpus, make_policy(p, **policy_kwargs(p, args)), tables.interference,
+                s = simulator.simulate(jobs, gpus, make_policy(p, **policy_kwargs(p, args)), tables.world,
                                        seed=args.seed, migration_cost_s=args.migration_cost_s).summary()
                 rows.append({"trace": vc, "gpus": len(gpus), **s, "wall_s": time.perf_counter() - t})
         per_vc: dict = {}
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
         cpu0 = time.process_time()
         jobs = setup.load_trace("philly", args.data, tables, seed=args.seed)
         gpus = setup.cluster(jobs)
-        s = simulator.simulate(jobs, gpus, make_policy("horus", **policy_kwargs("horus", args)), tables.interference,
+        s = simulator.simulate(jobs, gpus, make_policy("horus", **policy_kwargs("horus", args)), tables.world,
                                seed=args.seed, migration_cost_s=args.migration_cost_s).summary()
         wall = time.perf_counter() - t
         cpu = time.process_time() - cpu0

@@ -119,7 +119,7 @@ def run_simulations(params: dict[str, Any], report: Callable[[float, str], None]
                             limit=params.get("limit") or None, profile=profile)
     gpus = setup.cluster(jobs, params.get("cluster") or None)
     out: dict[str, Any] = {"trace": params["trace"], "jobs": len(jobs), "gpus": len(gpus), "policies": {},
-                           "interference": tables.interference.as_dict()}
+                           "interference": tables.interference.as_dict(), "world": tables.world.describe()}
     names = params["policies"]
     q = np.linspace(0, 100, 101)
     for i, name in enumerate(names):
@@ -136,7 +136,7 @@ def run_simulations(params: dict[str, Any], report: Callable[[float, str], None]
                     report(100.0 * (i + done / max(total, 1)) / len(names),
                            f"simulating {name} ({i + 1}/{len(names)}): {done}/{total} jobs done")
 
-        r = simulator.simulate(jobs, gpus, make_policy(name), tables.interference, seed=params.get("seed", 0),
+        r = simulator.simulate(jobs, gpus, make_policy(name), tables.world, seed=params.get("seed", 0),
                                progress=progress)
         if on_outcomes is not None:
             on_outcomes(name, r.jobs)

@@ -3,8 +3,9 @@
 Events (a binary heap of ``(time, seq, kind, job_id, version)``): arrivals, finishes, for
 preemptive policies a periodic re-evaluation tick, and for migrating policies the end of a
 migration's checkpoint/restore pause. A running job progresses at rate
-``1 / slowdown`` where slowdown is the largest, over its GPUs, of the interference model's
-slowdown given the other jobs on that GPU; whenever a GPU's set of jobs changes the affected
+``1 / slowdown`` where slowdown is the largest, over its GPUs, of the *world's* slowdown
+(:mod:`placement.core.world`: Gavel's measured pairs, a labelled model elsewhere) given the
+other jobs on that GPU; whenever a GPU's set of jobs changes the affected
 jobs' remaining work is brought up to date and their finish event re-issued (stale events are
 skipped by version). Cost per event: O(GPUs) numpy work plus the policy's.
 
@@ -32,6 +33,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .interference import InterferenceModel
+from .world import SOURCES, InterferenceWorld, ModelledWorld, as_world, source_shares
 from .policies import DEFAULT_MIGRATION_COST_S, Policy
 from .types import ClusterState, GPUSpec, JobSpec
 
@@ -103,6 +105,7 @@ class SimulationResult:
     n_gpus: int
     events: int = 0
     metrics: dict = field(default_factory=dict)
+    world: dict = field(default_factory=dict)
 
     def summary(self) -> dict:
         """Cluster metrics (seconds, percent) as a JSON-ready dict."""
@@ -128,27 +131,36 @@ class SimulationResult:
             "mean_queueing_delay_s": float(qd.mean()), "mean_gpu_util_pct": mean_util,
             "mean_slowdown": float(np.mean([j.slowdown for j in self.jobs])), "events": self.events,
             "migrations": int(sum(j.migrations for j in self.jobs)),
+            "world": self.world,
         }
         return self.metrics
 
 
 class _Run:
     __slots__ = ("job", "remaining", "rate", "last", "version", "start", "gpus", "preemptions",
-                 "migrations", "resume_at", "finish_at")
+                 "migrations", "resume_at", "finish_at", "source")
 
     def __init__(self, job: JobSpec) -> None:
         self.job, self.remaining, self.rate, self.last = job, job.duration, 0.0, 0.0
         self.version, self.start, self.gpus, self.preemptions = 0, None, (), 0
         self.migrations, self.resume_at = 0, -np.inf  # no progress before resume_at (migration)
         self.finish_at = np.nan  # projected finish if it ran alone from its last refresh on (s)
+        self.source = "alone"  # where the world's slowdown now in force comes from (world.SOURCES)
 
 
 def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
-             interference: InterferenceModel, *, seed: int = 0, tick_s: float = 600.0,
+             world: InterferenceWorld | ModelledWorld | InterferenceModel, *, seed: int = 0, tick_s: float = 600.0,
              migration_cost_s: float = DEFAULT_MIGRATION_COST_S,
              progress: Callable[[int, int], None] | None = None,
              progress_every: int = 256) -> SimulationResult:
     """Replay ``jobs`` on ``gpus`` under ``policy``; deterministic for a given ``seed``.
+
+    ``world``: the ground truth of co-location slowdowns (:mod:`placement.core.world`; an
+    :class:`InterferenceModel` is wrapped as a :class:`ModelledWorld`). It is never passed to
+    the policy, which sees only ``JobSpec`` predictions and the :class:`ClusterState`. The
+    result's ``world`` (and ``summary()["world"]``) gives the world's name and the co-located
+    job-seconds (and shares) whose slowdown was measured, measured at scale factor 1, or
+    modelled.
 
     ``migration_cost_s``: pause (s) charged to every migration (only policies with
     ``migrates`` migrate). Raises :class:`NeverPlaceableError` (a ``ValueError``) naming every
@@ -164,6 +176,8 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
         raise ValueError(f"migration_cost_s must be >= 0 s, got {migration_cost_s}")
     if len(jobs) == 0:
         raise ValueError("empty trace: no jobs to simulate")
+    world = as_world(world)
+    coloc = dict.fromkeys(SOURCES, 0.0)
     rng = np.random.default_rng(seed)
     state = ClusterState(gpus)
     state.track_end = True  # this simulator keeps end_at (projected isolated finish per GPU)
@@ -193,6 +207,8 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
     def advance(r: _Run, now: float) -> None:
         ran = now - max(r.last, r.resume_at)  # no progress during a migration pause
         if r.rate > 0 and ran > 0:
+            if r.source in coloc:
+                coloc[r.source] += ran
             r.remaining -= ran * r.rate
             state.attained[r.job.job_id] = state.attained.get(r.job.job_id, 0.0) + ran * r.job.num_gpus
         r.last = now
@@ -205,13 +221,14 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
         sd_cache: dict[tuple[int, int], float] = {}
         for jid in affected:
             r = runs[jid]
-            worst = 1.0
+            worst, source = 1.0, "alone"
             for g in r.gpus:
-                others = [runs[o].job.util for o in on_gpu[g] if o != jid]
-                s = interference.slowdown(r.job.util, others) if others else 1.0
+                others = [runs[o].job for o in on_gpu[g] if o != jid]
+                s, src = world.slowdown(r.job, others, gpus[g].gpu_type) if others else (1.0, "alone")
                 sd_cache[(jid, g)] = s
-                worst = max(worst, s)
-            r.rate = 1.0 / worst
+                if s > worst or (source == "alone" and src != "alone"):
+                    worst, source = max(worst, s), src
+            r.rate, r.source = 1.0 / worst, source
             r.version += 1
             r.finish_at = max(now, r.resume_at) + max(r.remaining, 0.0)  # if it ran alone from now
             heapq.heappush(heap, (max(now, r.resume_at) + max(r.remaining, 0.0) / r.rate, seq, FINISH, jid,
@@ -272,7 +289,7 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
                 for g in r.gpus:
                     on_gpu[g].remove(jid)
                 freed.update(r.gpus)
-                r.rate, r.version, r.gpus, r.resume_at = 0.0, r.version + 1, (), -np.inf
+                r.rate, r.version, r.gpus, r.resume_at, r.source = 0.0, r.version + 1, (), -np.inf, "alone"
                 r.preemptions += 1
                 queue[jid] = r.job
             if freed:
@@ -359,4 +376,5 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
     if progress is not None:
         progress(total, total)
     outcomes.sort(key=lambda o: o.job_id)
-    return SimulationResult(policy.name, outcomes, np.array(util_t), np.array(util_v), len(gpus), n_events)
+    return SimulationResult(policy.name, outcomes, np.array(util_t), np.array(util_v), len(gpus), n_events,
+                            world={**world.describe(), **source_shares(coloc)})
