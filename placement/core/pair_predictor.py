@@ -238,3 +238,37 @@ def leave_one_model_out(pairs: Sequence[PairRow], features: Mapping[TypeKey, np.
     p, t, c = np.concatenate(pred), np.concatenate(true), np.concatenate(const)
     return {"n": len(t), "mae": float(np.abs(p - t).mean()), "const_mae": float(np.abs(c - t).mean()),
             "spearman": spearman(p, t), "folds": folds}
+
+
+class OutOfFamilyBelief:
+    """The pair belief a policy decides with in the simulator (``slowdown(job, others,
+    gpu_type) -> float``, JobSpecs in, no world).
+
+    The world (:mod:`placement.core.world`) is Gavel's measured table, so a predictor fitted on
+    all of it would let the policy read the world through its training set. Instead a job of a
+    measured family gets the prediction of the fit that held out its family (every pair it
+    takes part in): what Horus would predict for that model if it were new. A family that is
+    not in the measured pairs gets the fit on all pairs (it is new to that fit too). Fits: one
+    per measured family plus one on all pairs; ``ValueError`` as :meth:`PairSlowdownPredictor.fit`.
+    """
+
+    def __init__(self, pairs: Sequence[PairRow], features: Mapping[TypeKey, np.ndarray], **fit_kw) -> None:
+        fams = sorted({p.a[0] for p in pairs} | {p.b[0] for p in pairs})
+        self.all = PairSlowdownPredictor.fit(pairs, features, **fit_kw)
+        self.by_family = {f: PairSlowdownPredictor.fit([p for p in pairs if f not in (p.a[0], p.b[0])], features,
+                                                       **fit_kw) for f in fams}
+        self.name = "pair-cf-out-of-family"
+
+    @staticmethod
+    def key(job) -> TypeKey:
+        """(model, batch size) of a JobSpec; A3C/CycleGAN and unknown batch -> batch 1."""
+        return job.model, int(job.batch_size or 1)
+
+    def pair(self, job, other, gpu_type: str) -> float:
+        """Predicted slowdown (>= 1) of ``job`` next to ``other`` (JobSpecs)."""
+        m = self.by_family.get(job.model, self.all)
+        return m.pair_slowdown(self.key(job), self.key(other), gpu_type)
+
+    def slowdown(self, job, others, gpu_type: str) -> float:
+        """Predicted slowdown (>= 1) of ``job`` sharing a GPU with ``others`` (log slowdowns add)."""
+        return math.exp(sum(math.log(self.pair(job, o, gpu_type)) for o in others))

@@ -76,3 +76,50 @@ def test_leave_one_model_out_on_gavel_beats_the_constant_on_mae():
     assert res["const_mae"] == pytest.approx(np.mean(errs))
     assert res["mae"] < res["const_mae"]
     assert res["spearman"] > 0.3  # measured 0.47 (target 0.5 not reached; see docs)
+
+
+class TableBelief:
+    """A belief given as a table of pair slowdowns by model name (unit-test stand-in)."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def slowdown(self, job, others, gpu_type):
+        return float(np.prod([self.table[(job.model, o.model)] for o in others])) if others else 1.0
+
+
+def test_horus_with_a_pair_belief_picks_the_gentler_partner():
+    from placement.core.policies import Horus
+    from placement.core.types import ClusterState, JobSpec, homogeneous_cluster
+
+    state = ClusterState(homogeneous_cluster(1, 2))
+    state.assign(JobSpec(0, 0, 1, 100, 40, 1000, "harsh"), (0,))
+    state.assign(JobSpec(1, 0, 1, 100, 40, 1000, "gentle"), (1,))
+    new = JobSpec(2, 0, 1, 100, 40, 1000, "new")
+    belief = TableBelief({("new", "harsh"): 2.5, ("harsh", "new"): 1.5, ("new", "gentle"): 1.1,
+                          ("gentle", "new"): 1.2})
+    rng = np.random.default_rng(0)
+    # without a belief the two GPUs cost the same (same memory, util, tasks): lowest id wins
+    assert Horus(protect_critical=False).place([new], state, 0, rng)[0].gpu_ids == (0,)
+    p = Horus(protect_critical=False, pair_belief=belief).place([new], state, 0, rng)[0]
+    assert p.gpu_ids == (1,)
+    # cost terms by hand: harsh GPU (2.5 - 1) + (1.5 - 1) = 2.0, gentle (1.1 - 1) + (1.2 - 1) = 0.3
+    terms = {c["gpu"]: c["pair_slowdown"] for c in p.explanation["candidates"]}
+    assert terms == {0: pytest.approx(2.0), 1: pytest.approx(0.3)}
+    with pytest.raises(ValueError, match="pair_belief must have"):
+        Horus(pair_belief=object())
+    with pytest.raises(ValueError, match="w_pair"):
+        Horus(w_pair=float("nan"))
+
+
+def test_out_of_family_belief_never_uses_the_family_own_pairs():
+    with open(DATA / "placement" / "zoo_features.csv", newline="") as fh:
+        feat = pp.features_by_type(csv.DictReader(fh))
+    pairs = pp.measured_pairs(load_throughputs(DATA / "gavel-traces" / "simulation_throughputs.json"))
+    b = pp.OutOfFamilyBelief(pairs, feat)
+    from placement.core.types import JobSpec
+
+    a, o = JobSpec(0, 0, 1, 1, 1, 1, "ResNet-50", 64), JobSpec(1, 0, 1, 1, 1, 1, "A3C", 0)
+    held_out = pp.PairSlowdownPredictor.fit([p for p in pairs if "ResNet-50" not in (p.a[0], p.b[0])], feat)
+    assert b.pair(a, o, "V100") == pytest.approx(held_out.pair_slowdown(("ResNet-50", 64), ("A3C", 1), "v100"))
+    assert ("ResNet-50", 64) not in held_out.fits["v100"].terms
