@@ -88,3 +88,27 @@ def test_a_cancelling_reporter_stops_the_simulation_before_it_finishes():
     assert stored == []
     assert calls[0] == (0.0, "simulating fifo (1/1)")
     assert calls[1][1].startswith("simulating fifo (1/1): ") and calls[1][0] < 100.0
+
+
+def test_pipeline_records_each_policy_and_resumes_from_finished_ones(monkeypatch):
+    from placement import pipeline
+    from placement.core import simulator
+    from webapp.plug import Collect
+
+    params = {"trace": "gavel:51b7ef", "policies": ["fifo", "horus"], "cluster": "1x8", "seed": 0, "limit": 0}
+    rec = Collect()
+    first = pipeline.run(params, record=rec)
+    assert [r["policy"] for r in rec.rows["policies"]] == ["fifo", "horus"]
+    calls = []
+    real = simulator.simulate
+    monkeypatch.setattr(simulator, "simulate", lambda *a, **k: calls.append(a[2].name) or real(*a, **k))
+    # an interrupted run had finished fifo only: the rerun simulates horus alone
+    rec2 = Collect()
+    again = pipeline.run(params, record=rec2, resume={"policies": rec.rows["policies"][:1]})
+    assert calls == ["horus"]
+    assert again["policies"] == first["policies"]
+    assert [r["policy"] for r in rec2.rows["policies"]] == ["horus"]
+    # rows of other parameters are not reused
+    calls.clear()
+    pipeline.run({**params, "seed": 1}, resume={"policies": rec.rows["policies"]})
+    assert calls == ["fifo", "horus"]
