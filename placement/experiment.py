@@ -92,11 +92,42 @@ def simulation_run(experiment, reporter) -> dict:
                         params=dict(params.validated_data))
 
 
+def _hours(s: float) -> str:
+    return f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.1f} min"
+
+
+def simulation_headline(experiment):
+    """Horus's (else Horus+'s) mean JCT against the strongest other policy of the run (lowest
+    mean JCT among fifo, sjf, tiresias, gandiva, random, horus+ where present), with the
+    world's measured share of Horus's co-located time; ``None`` without Horus or a baseline."""
+    from webapp.experiments import Headline
+
+    pols = (experiment.result or {}).get("policies") or {}
+    ours = "horus" if "horus" in pols else "horus+" if "horus+" in pols else None
+    if ours is None:
+        return None
+    others = {k: v["summary"]["mean_jct_s"] for k, v in pols.items() if k not in (ours, "horus", "horus+")}
+    if not others:
+        return None
+    base = min(others, key=others.get)
+    mine = pols[ours]["summary"]["mean_jct_s"]
+    world = pols[ours]["summary"].get("world") or {}
+    measured = world.get("measured_share", 0.0) + world.get("measured_1gpu_share", 0.0)
+    note = (f"{experiment.parameters.get('trace')}; strongest of {', '.join(sorted(others))}; "
+            f"world: {100 * measured:.0f}% of co-located time from measured pairs")
+    return Headline(engine="placement", metric=f"mean JCT ({ours})", ours=_hours(mine), baseline_name=base,
+                    baseline=_hours(others[base]), ratio=mine / others[base] if others[base] > 0 else None,
+                    better="lower", note=note)
+
+
 def register() -> None:
     from webapp.experiments import ExperimentKind, register_experiment_kind
 
-    register_experiment_kind(ExperimentKind(kind="simulation", run=simulation_run,
-                                            parameters_serializer=SimulationParams, queue="cpu"))
+    from django.urls import reverse
+
+    register_experiment_kind(ExperimentKind(
+        kind="simulation", run=simulation_run, parameters_serializer=SimulationParams, queue="cpu",
+        headline=simulation_headline, page=lambda e: reverse("placement:simulation", args=[e.pk])))
     from webapp.demo import register_demo_step
 
     from .demo import run_placement_demo

@@ -112,3 +112,21 @@ def test_pipeline_records_each_policy_and_resumes_from_finished_ones(monkeypatch
     calls.clear()
     pipeline.run({**params, "seed": 1}, resume={"policies": rec.rows["policies"]})
     assert calls == ["fifo", "horus"]
+
+
+def test_headline_is_horus_against_the_strongest_other_policy():
+    from types import SimpleNamespace
+
+    from placement.experiment import simulation_headline
+
+    def pol(jct, world=None):
+        return {"summary": {"mean_jct_s": jct, **({"world": world} if world else {})}}
+
+    exp = SimpleNamespace(parameters={"trace": "gavel:2869ce"}, result={"policies": {
+        "fifo": pol(7200.0), "random": pol(5400.0), "sjf": pol(6000.0),
+        "horus": pol(3600.0, {"measured_share": 0.25, "measured_1gpu_share": 0.5})}})
+    h = simulation_headline(exp)
+    assert (h.baseline_name, h.ours, h.baseline) == ("random", "1.0 h", "1.5 h")
+    assert h.ratio == pytest.approx(3600 / 5400) and h.verdict == "better"
+    assert "75% of co-located time from measured pairs" in h.note
+    assert simulation_headline(SimpleNamespace(parameters={}, result={"policies": {"fifo": pol(1.0)}})) is None
