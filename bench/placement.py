@@ -73,6 +73,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--belief", choices=["none", "pair"], default="none",
                     help="horus/horus+ decide with the pair interference belief (out-of-family fits of "
                          "placement.core.pair_predictor) or without it (default none)")
+    ap.add_argument("--durations", choices=["estimate", "oracle"], default="estimate",
+                    help="what sjf, horus's guard and migration plan with: the estimate known at "
+                         "submission (default; Gavel: steps / measured throughput; Philly: history "
+                         "median) or the true duration (oracle, labelled)")
     ap.add_argument("--shapes", default="gavel,dense,philly",
                     help="trace sets for part (a): gavel (the 15 VCs), dense (each VC with arrivals "
                          "compressed x0.5, on the VC's own cluster), philly (3 windows of 1,000 Philly "
@@ -225,6 +229,7 @@ def main(argv: list[str] | None = None) -> None:
             feat = pp.features_by_type(csv.DictReader(fh))
         args.belief_obj = pp.OutOfFamilyBelief(pp.measured_pairs(tables.throughputs), feat)
     out["belief"] = args.belief
+    out["durations"] = args.durations
     out["paper"] = PAPER
     out["world"] = tables.world.describe()
     if not args.scale_only:
@@ -236,7 +241,8 @@ def main(argv: list[str] | None = None) -> None:
                 for p in args.policies:
                     t = time.perf_counter()
                     s = simulator.simulate(jobs, gpus, make_policy(p, **policy_kwargs(p, args)), tables.world,
-                                           seed=args.seed, migration_cost_s=args.migration_cost_s).summary()
+                                           seed=args.seed, migration_cost_s=args.migration_cost_s,
+                                           durations=args.durations).summary()
                     w = s.pop("world")
                     rows.append({"shape": shape, "trace": name, "gpus": len(gpus), **s,
                                  **{f"world_{k}": v for k, v in w.items() if k.endswith("_share") or k.endswith("_s")},
@@ -283,7 +289,8 @@ def main(argv: list[str] | None = None) -> None:
         jobs = setup.load_trace("philly", args.data, tables, seed=args.seed)
         gpus = setup.cluster(jobs)
         s = simulator.simulate(jobs, gpus, make_policy("horus", **policy_kwargs("horus", args)), tables.world,
-                               seed=args.seed, migration_cost_s=args.migration_cost_s).summary()
+                               seed=args.seed, migration_cost_s=args.migration_cost_s,
+                               durations=args.durations).summary()
         s.pop("world")
         wall = time.perf_counter() - t
         cpu = time.process_time() - cpu0

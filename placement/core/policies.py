@@ -210,7 +210,7 @@ class Policy(ABC):
                 continue
             gpu_ids, expl = choice
             scratch.assign(job, gpu_ids)
-            scratch.note_end(gpu_ids, now + job.duration)
+            scratch.note_end(gpu_ids, now + job.planned)
             out.append(Placement(job.job_id, gpu_ids, expl))
             n_avail, max_free = capacity()
         return out
@@ -250,13 +250,14 @@ class FIFOExclusive(Policy):
 
 
 class SJF(Policy):
-    """Shortest-job-first, exclusive GPUs, non-preemptive; uses the job's isolated duration
-    (an oracle, as in Tiresias's SRTF baseline); a job that does not fit is skipped."""
+    """Shortest-job-first, exclusive GPUs, non-preemptive, by :attr:`JobSpec.planned` (the
+    estimate known at submission; the true duration only when the simulator runs with
+    ``durations="oracle"``, as Tiresias's SRTF baseline); a job that does not fit is skipped."""
 
     name = "sjf"
 
     def place(self, queue, state, now, rng):
-        return self._place_in_order(sorted(queue, key=lambda j: (j.duration, j.arrival)), state, rng, now=now)
+        return self._place_in_order(sorted(queue, key=lambda j: (j.planned, j.arrival)), state, rng, now=now)
 
 
 class Tiresias(Policy):
@@ -367,7 +368,7 @@ class Horus(Policy):
         max(end_at - now, 0) + sum over queue of duration x GPUs) / GPUs`` (unknown
         ``end_at`` counts 0)."""
         left = float(np.nan_to_num(state.end_at - now, nan=0.0).clip(0, None).sum())
-        return now + (left + sum(j.duration * j.num_gpus for j in queue)) / state.n_gpus
+        return now + (left + sum(j.planned * j.num_gpus for j in queue)) / state.n_gpus
 
     def candidates(self, job, state, now):
         """Feasible GPUs (memory, ``k_max``); with ``protect_critical``, not an occupied GPU
@@ -377,9 +378,9 @@ class Horus(Policy):
         if self.protect_critical:
             known = ~np.isnan(state.end_at)
             if known.any():
-                horizon = max(float(state.end_at[known].max()), now + job.duration, self._work_bound)
+                horizon = max(float(state.end_at[known].max()), now + job.planned, self._work_bound)
                 with np.errstate(invalid="ignore"):
-                    delay = np.minimum(state.end_at - now, job.duration)
+                    delay = np.minimum(state.end_at - now, job.planned)
                     mask &= ~((state.ntasks > 0) & (state.end_at + delay > horizon))
         return mask
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -106,6 +106,7 @@ class SimulationResult:
     events: int = 0
     metrics: dict = field(default_factory=dict)
     world: dict = field(default_factory=dict)
+    durations: str = "estimate"
 
     def summary(self) -> dict:
         """Cluster metrics (seconds, percent) as a JSON-ready dict."""
@@ -131,7 +132,7 @@ class SimulationResult:
             "mean_queueing_delay_s": float(qd.mean()), "mean_gpu_util_pct": mean_util,
             "mean_slowdown": float(np.mean([j.slowdown for j in self.jobs])), "events": self.events,
             "migrations": int(sum(j.migrations for j in self.jobs)),
-            "world": self.world,
+            "world": self.world, "durations": self.durations,
         }
         return self.metrics
 
@@ -152,7 +153,7 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
              world: InterferenceWorld | ModelledWorld | InterferenceModel, *, seed: int = 0, tick_s: float = 600.0,
              migration_cost_s: float = DEFAULT_MIGRATION_COST_S,
              progress: Callable[[int, int], None] | None = None,
-             progress_every: int = 256) -> SimulationResult:
+             progress_every: int = 256, durations: str = "estimate") -> SimulationResult:
     """Replay ``jobs`` on ``gpus`` under ``policy``; deterministic for a given ``seed``.
 
     ``world``: the ground truth of co-location slowdowns (:mod:`placement.core.world`; an
@@ -168,7 +169,15 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
     memory (:func:`never_placeable`), and during it if the policy leaves jobs queued while
     nothing runs and nothing more will arrive (the state can no longer change, so the run
     would never end; Tiresias's re-evaluation tick would otherwise loop for ever).
-    ``ValueError`` if ``jobs`` is empty, job ids repeat or ``migration_cost_s`` < 0. ``progress(done, total)`` (jobs finished,
+    ``ValueError`` if ``jobs`` is empty, job ids repeat, ``migration_cost_s`` < 0 or
+    ``durations`` is not ``"estimate"`` / ``"oracle"``.
+
+    ``durations``: what policies plan with (SJF's order, Horus's critical-path guard through
+    ``ClusterState.end_at``, the migration rule's remaining work). ``"estimate"`` (default):
+    each job's :attr:`JobSpec.planned` (its ``estimate``, known at submission; the true duration
+    where a job has none), remaining = planned - work done, floored at 0. ``"oracle"``: the true
+    isolated duration, an explicit, labelled option. The result's ``durations`` says which, and
+    how many jobs had no estimate. ``progress(done, total)`` (jobs finished,
     jobs in all) is called every ``progress_every`` events and once at the end; an exception it
     raises (e.g. a cancellation) propagates and stops the run.
     """
@@ -176,6 +185,14 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
         raise ValueError(f"migration_cost_s must be >= 0 s, got {migration_cost_s}")
     if len(jobs) == 0:
         raise ValueError("empty trace: no jobs to simulate")
+    if durations not in ("estimate", "oracle"):
+        raise ValueError(f"durations must be 'estimate' or 'oracle', got {durations!r}")
+    if durations == "oracle":
+        jobs = [replace(j, estimate=j.duration) for j in jobs]
+        duration_label = "oracle"
+    else:
+        missing = sum(j.estimate is None for j in jobs)
+        duration_label = "estimate" if not missing else f"estimate ({missing} jobs without one: true duration)"
     world = as_world(world)
     coloc = dict.fromkeys(SOURCES, 0.0)
     rng = np.random.default_rng(seed)
@@ -230,7 +247,8 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
                     worst, source = max(worst, s), src
             r.rate, r.source = 1.0 / worst, source
             r.version += 1
-            r.finish_at = max(now, r.resume_at) + max(r.remaining, 0.0)  # if it ran alone from now
+            # planned finish if it ran alone from now: planned run time - work done (>= 0)
+            r.finish_at = max(now, r.resume_at) + max(r.job.planned - (r.job.duration - r.remaining), 0.0)
             heapq.heappush(heap, (max(now, r.resume_at) + max(r.remaining, 0.0) / r.rate, seq, FINISH, jid,
                                   r.version))
             seq += 1
@@ -253,7 +271,8 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
                 if jid not in remaining:
                     r = runs[jid]
                     ran = max(now - max(r.last, r.resume_at), 0.0)
-                    remaining[jid] = max(r.remaining - ran * r.rate, 0.0)
+                    done = r.job.duration - (r.remaining - ran * r.rate)
+                    remaining[jid] = max(r.job.planned - done, 0.0)
                     slowdown[jid] = 1.0 / r.rate if r.rate > 0 else 1.0
         touched: set[int] = set()
         for m in policy.migrate(state, now, remaining, slowdown, migration_cost_s):
@@ -377,4 +396,4 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
         progress(total, total)
     outcomes.sort(key=lambda o: o.job_id)
     return SimulationResult(policy.name, outcomes, np.array(util_t), np.array(util_v), len(gpus), n_events,
-                            world={**world.describe(), **source_shares(coloc)})
+                            world={**world.describe(), **source_shares(coloc)}, durations=duration_label)

@@ -103,3 +103,32 @@ def test_empty_philly_file_is_refused(tmp_path):
     p.write_text("timestamp,duration,num_gpus,gpu_time,cluster\n")
     with pytest.raises(traces.TraceError, match="empty trace"):
         traces.read_philly(p, [("ResNet-18", 16)], lambda m, b: (10.0, 100.0))
+
+
+def test_history_estimates_use_only_jobs_ended_before_arrival():
+    jobs = [JobSpec(0, 0.0, 1, 100.0, 1, 1), JobSpec(1, 50.0, 1, 300.0, 1, 1), JobSpec(2, 150.0, 1, 10.0, 1, 1),
+            JobSpec(3, 400.0, 2, 10.0, 1, 1), JobSpec(4, 1000.0, 1, 10.0, 1, 1)]
+    est = {j.job_id: j.estimate for j in traces.history_estimates(jobs, default_s=999.0)}
+    # job 0: nothing ended -> default; job 1 (t=50): job 0 ends at 100 -> default; job 2
+    # (t=150): job 0 ended -> 100; job 3 (t=400, 2 GPUs): no 2-GPU history, any size: jobs 0
+    # and 2 ended (1 ends at 350 too) -> median(100, 10, 300) = 100; job 4: 1-GPU jobs 0, 1, 2
+    # and 2-GPU job 3 ended -> 1-GPU median(100, 300, 10) = 100
+    assert est == {0: 999.0, 1: 999.0, 2: 100.0, 3: 100.0, 4: 100.0}
+
+
+def test_sjf_plans_with_the_estimate_unless_oracle_is_asked():
+    # two jobs wait for one GPU; the estimate says job 2 is short, the truth says job 1 is
+    jobs = [JobSpec(0, 0.0, 1, 10.0, 1, 1, estimate=10.0), JobSpec(1, 1.0, 1, 5.0, 1, 1, estimate=50.0),
+            JobSpec(2, 2.0, 1, 40.0, 1, 1, estimate=4.0)]
+    from placement.core.types import homogeneous_cluster
+
+    est = simulator.simulate(jobs, homogeneous_cluster(1, 1), make_policy("sjf"), FLAT)
+    orc = simulator.simulate(jobs, homogeneous_cluster(1, 1), make_policy("sjf"), FLAT, durations="oracle")
+    start = lambda r: {o.job_id: o.start for o in r.jobs}  # noqa: E731
+    assert start(est) == {0: 0.0, 2: 10.0, 1: 50.0}
+    assert start(orc) == {0: 0.0, 1: 10.0, 2: 15.0}
+    assert (est.summary()["durations"], orc.summary()["durations"]) == ("estimate", "oracle")
+    with pytest.raises(ValueError, match="durations must be"):
+        simulator.simulate(jobs, homogeneous_cluster(1, 1), make_policy("sjf"), FLAT, durations="psychic")
+    with pytest.raises(ValueError, match="estimate must be a finite number > 0"):
+        JobSpec(0, 0.0, 1, 1.0, 1, 1, estimate=math.nan)
