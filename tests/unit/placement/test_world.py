@@ -129,3 +129,30 @@ def test_policies_module_cannot_import_the_world():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[3]).stdout.strip()
     assert out == "[]"
+
+
+def test_heterogeneous_cluster_uses_each_gpu_types_measured_pair():
+    # the same pair on a K80 node and on a V100 node progresses at each type's measured rate
+    from placement.core.types import GPUSpec
+
+    t = load_tables(DATA)
+    a, b = ("ResNet-50", 64), ("A3C", 1)
+    gpus = [GPUSpec(0, 0, "K80", 12288.0), GPUSpec(1, 1, "V100", 16384.0)]
+    jobs = [job(0, *a, dur=1000.0), job(1, *b, dur=1e6), job(2, *a, dur=1000.0), job(3, *b, dur=1e6)]
+    state = ClusterState(gpus)
+
+    class Pinned(policies.Policy):
+        """Puts jobs 0, 1 on GPU 0 (K80) and 2, 3 on GPU 1 (V100)."""
+        name, exclusive, k_max = "pinned", False, 2
+
+        def place(self, queue, st, now, rng):
+            return [policies.Placement(j.job_id, (0,) if j.job_id < 2 else (1,)) for j in queue]
+
+    assert state.n_gpus == 2
+    r = simulator.simulate(jobs, gpus, Pinned(), t.world)
+    fin = {o.job_id: o.finish for o in r.jobs}
+    for gid, gpu in ((0, "k80"), (2, "v100")):
+        row = t.throughputs[gpu]["('ResNet-50 (batch size 64)', 1)"]
+        slow = max(row["null"] / row["('A3C', 1)"][0], 1.0)
+        assert fin[gid] == pytest.approx(1000.0 * slow, rel=1e-9), gpu
+    assert fin[0] != pytest.approx(fin[2])
