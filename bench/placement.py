@@ -6,6 +6,11 @@ to FIFO exclusive and to Gandiva, per trace and as a geometric mean over traces.
 each policy's makespan over the trace's lower bound ``max(arrival + isolated duration) - first
 arrival`` (no schedule can beat it: slowdowns are >= 1), which tells a tie at the bound from a
 tie above it.
+Also (a'): the same policies on generated trace shapes (``--shapes``: each VC with arrivals
+compressed x0.5; three 1,000-job windows of the Philly list), and per shape Horus / random
+co-location, Horus / the best baseline per (trace, metric) and Horus / FIFO (makespan, mean and
+p95 JCT, queueing delay, utilisation), with the world's source: the share of co-located
+job-seconds whose slowdown came from a measured pair (:mod:`placement.core.world`).
 (b) scale: the full Philly job list (82,247 jobs) under Horus: wall time, CPU time and peak RSS
 of this process (``ru_maxrss``, so it also covers part (a) when both run).
 
@@ -34,7 +39,12 @@ sys.path.insert(0, str(ROOT))
 from placement.core import setup, simulator  # noqa: E402
 from placement.core.policies import DEFAULT_MIGRATION_COST_S, POLICIES, make_policy  # noqa: E402
 
-METRICS = ("makespan_s", "mean_jct_s", "mean_queueing_delay_s", "mean_gpu_util_pct")
+METRICS = ("makespan_s", "mean_jct_s", "p95_jct_s", "mean_queueing_delay_s", "mean_gpu_util_pct")
+#: Baselines Horus is judged against: the strongest per (trace, metric) is "best".
+BASELINES = ("fifo", "sjf", "tiresias", "gandiva", "random")
+#: The Horus paper's headline (Yeung et al., TPDS 2022, abstract: against other DL resource
+#: managers on its own testbed / simulation; not our traces, printed for context only).
+PAPER = {"gpu_util_gain_up_to_pct": 61.5, "makespan_reduction_pct": [23.7, 30.7], "wait_time_reduction_pct": 68.3}
 #: A ratio within this relative distance of 1 counts as a tie (e.g. the same job, arriving at
 #: the same time with the same duration, ends both schedules).
 TIE = 1e-3
@@ -60,6 +70,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="ablation: gandiva, horus and horus+ do not migrate co-located jobs")
     ap.add_argument("--no-protect", action="store_true",
                     help="ablation: horus and horus+ without the critical-path guard")
+    ap.add_argument("--belief", choices=["none", "pair"], default="none",
+                    help="horus/horus+ decide with the pair interference belief (out-of-family fits of "
+                         "placement.core.pair_predictor) or without it (default none)")
+    ap.add_argument("--durations", choices=["estimate", "oracle"], default="estimate",
+                    help="what sjf, horus's guard and migration plan with: the estimate known at "
+                         "submission (default; Gavel: steps / measured throughput; Philly: history "
+                         "median) or the true duration (oracle, labelled)")
+    ap.add_argument("--shapes", default="gavel,dense,philly",
+                    help="trace sets for part (a): gavel (the 15 VCs), dense (each VC with arrivals "
+                         "compressed x0.5, on the VC's own cluster), philly (3 windows of 1,000 Philly "
+                         "jobs, sizes from Philly, Gavel job types by seeded draw); default all three")
     ap.add_argument("--data", type=Path, default=ROOT / "data", help="data directory (default: repo data/)")
     ap.add_argument("--csv", type=Path, default=ROOT / "bench" / "out" / "placement.csv",
                     help="per-run CSV output (default bench/out/placement.csv)")
@@ -70,6 +91,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ap.error(f"unknown policies {unknown}; known: {', '.join(POLICIES)}")
     if not args.scale_only and not {"horus", "fifo", "gandiva"} <= set(args.policies):
         ap.error("--policies must include horus, fifo and gandiva (the ratios are Horus / FIFO and Horus / Gandiva)")
+    args.shapes = [v.strip() for v in args.shapes.split(",") if v.strip()]
+    if not args.shapes or set(args.shapes) - {"gavel", "dense", "philly"}:
+        ap.error("--shapes: comma-separated among gavel, dense, philly")
     args.vcs = [v.strip() for v in args.vcs.split(",") if v.strip()]
     bad = [v for v in args.vcs if v not in setup.GAVEL_VCS]
     if bad:
@@ -90,13 +114,76 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def policy_kwargs(name: str, args: argparse.Namespace) -> dict:
-    """Ablation switches: ``--no-migrate`` (gandiva, horus, horus+), ``--no-protect`` (horus, horus+)."""
+    """Ablation switches: ``--no-migrate`` (gandiva, horus, horus+), ``--no-protect`` (horus,
+    horus+), ``--belief pair`` (horus, horus+)."""
     kw = {}
+    if getattr(args, "belief_obj", None) is not None and name in ("horus", "horus+"):
+        kw["pair_belief"] = args.belief_obj
     if args.no_migrate and name in ("gandiva", "horus", "horus+"):
         kw["migrate"] = False
     if args.no_protect and name in ("horus", "horus+"):
         kw["protect_critical"] = False
     return kw
+
+
+def trace_sets(args, tables) -> dict[str, list[tuple[str, list, list]]]:
+    """{shape: [(trace name, jobs, gpus)]} for ``args.shapes`` (see ``--shapes``)."""
+    from dataclasses import replace
+
+    out: dict = {}
+    if "gavel" in args.shapes or "dense" in args.shapes:
+        for vc in args.vcs:
+            jobs = setup.load_trace(f"gavel:{vc}", args.data, tables)
+            gpus = setup.cluster(jobs)
+            if "gavel" in args.shapes:
+                out.setdefault("gavel", []).append((vc, jobs, gpus))
+            if "dense" in args.shapes:
+                out.setdefault("dense", []).append(
+                    (f"dense:{vc}", [replace(j, arrival=j.arrival * 0.5) for j in jobs], gpus))
+    if "philly" in args.shapes:
+        full = setup.load_trace("philly", args.data, tables, seed=args.seed)
+        for w in range(3):
+            start = (w + 1) * len(full) // 4
+            part = full[start:start + 1000]
+            t0 = min(j.arrival for j in part)
+            jobs = [replace(j, job_id=i, arrival=j.arrival - t0) for i, j in enumerate(part)]
+            out.setdefault("philly", []).append((f"philly:w{w}", jobs, setup.cluster(jobs)))
+    return out
+
+
+def versus(rows: list[dict], traces: list[str], base: str, who: str = "horus") -> dict:
+    """``who`` / ``base`` per metric over ``traces``: geometric mean, worst and best ratio,
+    and how many traces have ratio <= 0.85 and <= 1.05. ``base`` "best": per (trace, metric)
+    the strongest of :data:`BASELINES` present (lowest time, highest utilisation)."""
+    out = {}
+    for m in METRICS:
+        hi = m == "mean_gpu_util_pct"
+        r = []
+        for t in traces:
+            h = next((x for x in rows if x["trace"] == t and x["policy"] == who), None)
+            if base == "best":
+                vals = [x[m] for x in rows if x["trace"] == t and x["policy"] in BASELINES]
+                b = (max(vals) if hi else min(vals)) if vals else None
+            else:
+                b = next((x[m] for x in rows if x["trace"] == t and x["policy"] == base), None)
+            if h and b and b > 0 and h[m] > 0:
+                r.append(h[m] / b)
+        if r:
+            a = np.array(r)
+            out[m] = {"geomean": round(float(np.exp(np.log(a).mean())), 4),
+                      "worst": round(float(a.min() if hi else a.max()), 4),
+                      "best": round(float(a.max() if hi else a.min()), 4),
+                      "n": len(a), "at_most_0.85": int((a <= 0.85).sum()), "at_most_1.05": int((a <= 1.05).sum())}
+    return out
+
+
+def world_share(rows: list[dict]) -> dict:
+    """Pooled over ``rows``: share of all co-located job-seconds whose slowdown the world took
+    from a measured pair, a measured scale-1 pair, or its model (and the co-located hours)."""
+    sec = {k: float(sum(r.get(f"world_{k}_s", 0.0) for r in rows)) for k in ("measured", "measured_1gpu", "modelled")}
+    tot = sum(sec.values())
+    return {**{f"{k}_share": round(v / tot, 4) if tot else 0.0 for k, v in sec.items()},
+            "colocated_h": round(tot / 3600, 1)}
 
 
 def ratio_summary(rows: list[dict], vcs: list[str], base: str) -> tuple[dict, dict]:
@@ -135,48 +222,76 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[dict] = []
     out: dict = {"bench": "placement", "seed": args.seed, "migration_cost_s": args.migration_cost_s,
                  "no_migrate": args.no_migrate, "no_protect": args.no_protect}
+    if args.belief == "pair":
+        from placement.core import pair_predictor as pp
+
+        with open(args.data / "placement" / "zoo_features.csv", newline="") as fh:
+            feat = pp.features_by_type(csv.DictReader(fh))
+        args.belief_obj = pp.OutOfFamilyBelief(pp.measured_pairs(tables.throughputs), feat)
+    out["belief"] = args.belief
+    out["durations"] = args.durations
+    out["paper"] = PAPER
+    out["world"] = tables.world.describe()
     if not args.scale_only:
         lower_bound = {}
-        for vc in args.vcs:
-            jobs = setup.load_trace(f"gavel:{vc}", args.data, tables)
-            gpus = setup.cluster(jobs)
-            lower_bound[vc] = max(j.arrival + j.duration for j in jobs) - min(j.arrival for j in jobs)
-            for p in args.policies:
-                t = time.perf_counter()
-                s = simulator.simulate(jobs, gpus, make_policy(p, **policy_kwargs(p, args)), tables.interference,
-                                       seed=args.seed, migration_cost_s=args.migration_cost_s).summary()
-                rows.append({"trace": vc, "gpus": len(gpus), **s, "wall_s": time.perf_counter() - t})
+        sets = trace_sets(args, tables)
+        for shape, items in sets.items():
+            for name, jobs, gpus in items:
+                lower_bound[name] = max(j.arrival + j.duration for j in jobs) - min(j.arrival for j in jobs)
+                for p in args.policies:
+                    t = time.perf_counter()
+                    s = simulator.simulate(jobs, gpus, make_policy(p, **policy_kwargs(p, args)), tables.world,
+                                           seed=args.seed, migration_cost_s=args.migration_cost_s,
+                                           durations=args.durations).summary()
+                    w = s.pop("world")
+                    rows.append({"shape": shape, "trace": name, "gpus": len(gpus), **s,
+                                 **{f"world_{k}": v for k, v in w.items() if k.endswith("_share") or k.endswith("_s")},
+                                 "wall_s": time.perf_counter() - t})
+        out["shapes"] = {}
+        for shape, items in sets.items():
+            names = [n for n, _, _ in items]
+            sub = [r for r in rows if r["shape"] == shape]
+            out["shapes"][shape] = {
+                "traces": len(names),
+                **{f"horus_vs_{b}": versus(sub, names, b) for b in ("random", "best", "fifo")},
+                **({"horus+_vs_best": versus(sub, names, "best", "horus+")} if "horus+" in args.policies else {}),
+                "world_share": {p: world_share([r for r in sub if r["policy"] == p]) for p in args.policies},
+            }
+        args_vcs = args.vcs if "gavel" in sets else []
         per_vc: dict = {}
+        rows_g = [r for r in rows if r.get("shape") == "gavel"]
         for base in ("fifo", "gandiva"):
-            agg, pv = ratio_summary(rows, args.vcs, base)
+            agg, pv = ratio_summary(rows_g, args_vcs, base)
             out.update({k: round(v, 4) if isinstance(v, float) else v for k, v in agg.items()})
             for vc, d in pv.items():
                 per_vc.setdefault(vc, {})[f"vs_{base}"] = d
-        for vc in args.vcs:
+        for vc in args_vcs:
             per_vc[vc]["makespan_over_lower_bound"] = {
                 r["policy"]: round(r["makespan_s"] / lower_bound[vc], 4) for r in rows if r["trace"] == vc}
         out["horus_makespan_at_lower_bound"] = sum(
-            per_vc[vc]["makespan_over_lower_bound"]["horus"] <= 1 + TIE for vc in args.vcs)
+            per_vc[vc]["makespan_over_lower_bound"]["horus"] <= 1 + TIE for vc in args_vcs)
         out["fifo_makespan_at_lower_bound"] = sum(
-            per_vc[vc]["makespan_over_lower_bound"]["fifo"] <= 1 + TIE for vc in args.vcs)
+            per_vc[vc]["makespan_over_lower_bound"]["fifo"] <= 1 + TIE for vc in args_vcs)
         out["geomean_vs_fifo"] = {}
         for p in args.policies:
             g = {}
             for m in ("makespan_s", "mean_queueing_delay_s", "mean_jct_s"):
-                r = [x[m] / f[m] for vc in args.vcs
-                     for x in rows if x["trace"] == vc and x["policy"] == p
-                     for f in rows if f["trace"] == vc and f["policy"] == "fifo" and f[m] > 0 and x[m] > 0]
+                r = [x[m] / f[m] for vc in args_vcs
+                     for x in rows_g if x["trace"] == vc and x["policy"] == p
+                     for f in rows_g if f["trace"] == vc and f["policy"] == "fifo" and f[m] > 0 and x[m] > 0]
                 g[m] = round(float(np.exp(np.mean(np.log(r)))), 4) if r else None
             out["geomean_vs_fifo"][p] = g
-        out["migrations"] = {p: int(sum(r["migrations"] for r in rows if r["policy"] == p)) for p in args.policies}
+        out["migrations"] = {p: int(sum(r["migrations"] for r in rows_g if r["policy"] == p)) for p in args.policies}
         out["per_vc"] = per_vc
     if not args.quality_only:
         t = time.perf_counter()
         cpu0 = time.process_time()
         jobs = setup.load_trace("philly", args.data, tables, seed=args.seed)
         gpus = setup.cluster(jobs)
-        s = simulator.simulate(jobs, gpus, make_policy("horus", **policy_kwargs("horus", args)), tables.interference,
-                               seed=args.seed, migration_cost_s=args.migration_cost_s).summary()
+        s = simulator.simulate(jobs, gpus, make_policy("horus", **policy_kwargs("horus", args)), tables.world,
+                               seed=args.seed, migration_cost_s=args.migration_cost_s,
+                               durations=args.durations).summary()
+        s.pop("world")
         wall = time.perf_counter() - t
         cpu = time.process_time() - cpu0
         rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -13,9 +13,13 @@ class ProfileRowAdmin(admin.ModelAdmin):
 @admin.register(PlacementDecision)
 class PlacementDecisionAdmin(admin.ModelAdmin):
     list_display = ("job", "policy", "gpu_ids", "predicted_util_pct", "predicted_memory_mib", "created_at")
+    list_select_related = ("job",)
+    raw_id_fields = ("job",)  # a select of every job grows without bound
 
 
 @admin.register(SimulationJobOutcome)
 class SimulationJobOutcomeAdmin(admin.ModelAdmin):
     list_display = ("experiment", "policy", "job_index", "model", "num_gpus", "queueing_delay_s", "jct_s", "slowdown")
     list_filter = ("policy",)
+    list_select_related = ("experiment",)
+    raw_id_fields = ("experiment",)

@@ -9,6 +9,8 @@
   utilisation with the profile data it came from; 400 naming the command that fills a GPU type
   with no profile rows.
 """
+from pathlib import Path
+
 from django.urls import path
 from drf_spectacular.utils import extend_schema
 from rest_framework import permissions, serializers, viewsets
@@ -90,6 +92,16 @@ class PredictView(APIView):
         req = PredictRequest(data=request.data)
         req.is_valid(raise_exception=True)
         d = req.validated_data
+        from django.conf import settings
+
+        from .backends.features import check_model_name
+
+        try:  # an unknown name is refused before any tracing or predictor training
+            names = {r["model"] for r in _tables()[1]}
+            check_model_name(d["model_name"], known=names | {n.removeprefix("gavel:") for n in names},
+                             data_dir=Path(settings.DATA_DIR))
+        except KeyError as err:
+            return Response({"model_name": [str(err).strip("'\"")]}, status=400)
         try:
             feats = job_features(d["model_name"], d["batch_size"])
         except KeyError as err:

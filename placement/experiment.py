@@ -9,17 +9,17 @@ same result.
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any, Callable
 
-import time
-
-import numpy as np
 from django.conf import settings
 from rest_framework import serializers
 
-from .core import setup, simulator
-from .core.policies import POLICIES, make_policy
+from . import pipeline
+from .core import setup
+from .core.policies import POLICIES
+from .pipeline import TIRESIAS_TO_TORCHVISION, predicted_profile  # noqa: F401  (re-exported)
 
 
 class SimulationParams(serializers.Serializer):
@@ -69,85 +69,11 @@ class SimulationParams(serializers.Serializer):
         return attrs
 
 
-def _downsample(t: np.ndarray, u: np.ndarray, n: int = 200) -> dict:
-    if len(t) <= n:
-        return {"t": t.tolist(), "util": u.tolist()}
-    idx = np.linspace(0, len(t) - 1, n).astype(int)
-    return {"t": t[idx].tolist(), "util": u[idx].tolist()}
-
-
-TIRESIAS_TO_TORCHVISION = {"inception3": "inception_v3", "inception4": "inception_v3"}
-
-
-def predicted_profile(tables: setup.Tables, gpu_type: str = "V100"):
-    """(model, batch) -> (util %, memory MiB) from graph features alone, the Horus way: the
-    XGBoost predictor (trained on the profile rows of ``gpu_type``) for utilisation, the graph
-    estimate for memory. Tiresias's ``inception4`` is not in torchvision; ``inception_v3``
-    stands in for it."""
-    from .backends.features import model_features
-    from .backends.predictor import UtilisationPredictor
-
-    pred = UtilisationPredictor(tables.profile_rows, tables.feature_rows)
-    cache: dict = {}
-
-    def lookup(model: str, bs: int):
-        name = TIRESIAS_TO_TORCHVISION.get(model, model)
-        if (name, bs) not in cache:
-            row = next((r for r in tables.feature_rows if r["model"] == name and int(r["batch_size"]) == bs), None)
-            feats = row or model_features(name, bs).as_dict()
-            cache[(name, bs)] = (pred.predict(feats, gpu_type=gpu_type).value, float(feats["memory_mib"]))
-        return cache[(name, bs)]
-
-    return lookup
-
-
 def run_simulations(params: dict[str, Any], report: Callable[[float, str], None] | None = None,
-                    on_outcomes: Callable[[str, list], None] | None = None, *,
-                    report_every_s: float = 0.5) -> dict:
-    """Run every policy in ``params`` and return the JSON result: per-policy summary metrics,
-    JCT quantiles (for the CDF), queueing delays quantiles and utilisation over time.
-    ``on_outcomes(policy, [JobOutcome])`` receives each policy's per-job outcomes.
-
-    ``report(percent, message)`` is also called from inside each simulation (the simulator's
-    progress callback, every few hundred events) at most once per ``report_every_s`` seconds, so
-    a reporter that raises (``ExperimentCancelled``) stops a long run within about that time.
-    ``ValueError`` for a trace or cluster that cannot be simulated."""
-    data = Path(settings.DATA_DIR)
-    tables = setup.load_tables(data)
-    profile = predicted_profile(tables) if params["trace"] == "tiresias60" else None
-    jobs = setup.load_trace(params["trace"], data, tables, seed=params.get("seed", 0),
-                            limit=params.get("limit") or None, profile=profile)
-    gpus = setup.cluster(jobs, params.get("cluster") or None)
-    out: dict[str, Any] = {"trace": params["trace"], "jobs": len(jobs), "gpus": len(gpus), "policies": {},
-                           "interference": tables.interference.as_dict()}
-    names = params["policies"]
-    q = np.linspace(0, 100, 101)
-    for i, name in enumerate(names):
-        if report:
-            report(100.0 * i / len(names), f"simulating {name} ({i + 1}/{len(names)})")
-        progress = None
-        if report:
-            last = [time.monotonic()]
-
-            def progress(done: int, total: int, i: int = i, name: str = name) -> None:
-                now = time.monotonic()
-                if now - last[0] >= report_every_s:
-                    last[0] = now
-                    report(100.0 * (i + done / max(total, 1)) / len(names),
-                           f"simulating {name} ({i + 1}/{len(names)}): {done}/{total} jobs done")
-
-        r = simulator.simulate(jobs, gpus, make_policy(name), tables.interference, seed=params.get("seed", 0),
-                               progress=progress)
-        if on_outcomes is not None:
-            on_outcomes(name, r.jobs)
-        jct = np.array([o.jct for o in r.jobs])
-        qd = np.array([o.queueing_delay for o in r.jobs])
-        out["policies"][name] = {"summary": r.summary(), "jct_quantiles_s": np.percentile(jct, q).tolist(),
-                                 "queueing_quantiles_s": np.percentile(qd, q).tolist(),
-                                 "utilisation": _downsample(r.util_t, r.util_pct)}
-    if report:
-        report(100.0, "done")
-    return out
+                    on_outcomes: Callable[[str, list], None] | None = None, **kw) -> dict:
+    """:func:`placement.pipeline.run` on ``settings.DATA_DIR`` without recording (the simulate
+    command and the demo)."""
+    return pipeline.run(params, report=report, on_outcomes=on_outcomes, data_dir=Path(settings.DATA_DIR), **kw)
 
 
 def simulation_run(experiment, reporter) -> dict:
@@ -156,15 +82,52 @@ def simulation_run(experiment, reporter) -> dict:
 
     params = SimulationParams(data=experiment.parameters)
     params.is_valid(raise_exception=True)
-    return run_simulations(dict(params.validated_data), reporter.report,
-                           lambda policy, jobs: simulation_outcomes_store(experiment=experiment, policy=policy, jobs=jobs))
+    from webapp.experiments import run_pipeline
+
+    def outcomes(policy, jobs):
+        simulation_outcomes_store(experiment=experiment, policy=policy, jobs=jobs)
+
+    return run_pipeline(experiment, reporter, functools.partial(pipeline.run, on_outcomes=outcomes,
+                                                                data_dir=Path(settings.DATA_DIR)),
+                        params=dict(params.validated_data))
+
+
+def _hours(s: float) -> str:
+    return f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.1f} min"
+
+
+def simulation_headline(experiment):
+    """Horus's (else Horus+'s) mean JCT against the strongest other policy of the run (lowest
+    mean JCT among fifo, sjf, tiresias, gandiva, random, horus+ where present), with the
+    world's measured share of Horus's co-located time; ``None`` without Horus or a baseline."""
+    from webapp.experiments import Headline
+
+    pols = (experiment.result or {}).get("policies") or {}
+    ours = "horus" if "horus" in pols else "horus+" if "horus+" in pols else None
+    if ours is None:
+        return None
+    others = {k: v["summary"]["mean_jct_s"] for k, v in pols.items() if k not in (ours, "horus", "horus+")}
+    if not others:
+        return None
+    base = min(others, key=others.get)
+    mine = pols[ours]["summary"]["mean_jct_s"]
+    world = pols[ours]["summary"].get("world") or {}
+    measured = world.get("measured_share", 0.0) + world.get("measured_1gpu_share", 0.0)
+    note = (f"{experiment.parameters.get('trace')}; strongest of {', '.join(sorted(others))}; "
+            f"world: {100 * measured:.0f}% of co-located time from measured pairs")
+    return Headline(engine="placement", metric=f"mean JCT ({ours})", ours=_hours(mine), baseline_name=base,
+                    baseline=_hours(others[base]), ratio=mine / others[base] if others[base] > 0 else None,
+                    better="lower", note=note)
 
 
 def register() -> None:
     from webapp.experiments import ExperimentKind, register_experiment_kind
 
-    register_experiment_kind(ExperimentKind(kind="simulation", run=simulation_run,
-                                            parameters_serializer=SimulationParams, queue="cpu"))
+    from django.urls import reverse
+
+    register_experiment_kind(ExperimentKind(
+        kind="simulation", run=simulation_run, parameters_serializer=SimulationParams, queue="cpu",
+        headline=simulation_headline, page=lambda e: reverse("placement:simulation", args=[e.pk])))
     from webapp.demo import register_demo_step
 
     from .demo import run_placement_demo

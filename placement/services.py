@@ -2,6 +2,8 @@
 registered with the platform) and the "simulation" experiment runner."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import functools
 from pathlib import Path
 
@@ -99,6 +101,23 @@ def job_profile(model_name: str, batch_size: int, gpu_type: str) -> tuple[float,
     return util, float(feats["memory_mib"]), prov
 
 
+@dataclass(frozen=True)
+class _Device:
+    """The fields of a GPUDevice (and its node and cluster) that live placement reads."""
+
+    pk: int
+    node_id: int
+    cluster_id: int
+    cluster_name: str
+    node_name: str
+    index: int
+    model: str
+    memory_mib: int
+
+    def __str__(self) -> str:  # as GPUDevice.__str__
+        return f"{self.cluster_name}/{self.node_name}/gpu{self.index} ({self.model})"
+
+
 class LivePlacementScheduler:
     """The platform's job scheduler (:mod:`webapp.jobs`): places queued jobs onto the
     registered GPUDevice rows with a policy from :mod:`placement.core.policies` (default
@@ -140,8 +159,10 @@ class LivePlacementScheduler:
         import numpy as np
 
         with transaction.atomic():
-            devices = list(GPUDevice.objects.select_for_update().select_related("node__cluster")
-                           .order_by("node__cluster__name", "pk"))
+            # plain tuples, not model instances: at 6,748 GPUs building instances cost ~0.4 s
+            devices = [_Device(*row) for row in GPUDevice.objects.select_for_update().order_by(
+                "node__cluster__name", "pk").values_list("pk", "node_id", "node__cluster_id", "node__cluster__name",
+                                                         "node__name", "index", "model", "memory_mib")]
             undispatched = list(Job.objects.select_for_update(of=("self",)).filter(
                 state=State.QUEUED, gpus__isnull=True, dispatched_at__isnull=True).order_by("created_at", "pk"))
             if not devices:  # nothing to place onto: behave like the platform's ImmediateScheduler
@@ -150,7 +171,7 @@ class LivePlacementScheduler:
             waiting = [j for j in undispatched if j.num_gpus > 0]
             clusters: dict[int, list[GPUDevice]] = {}
             for d in devices:
-                clusters.setdefault(d.node.cluster_id, []).append(d)
+                clusters.setdefault(d.cluster_id, []).append(d)
             states, index = {}, {}
             for cid, devs in clusters.items():
                 nodes = {nid: i for i, nid in enumerate(sorted({d.node_id for d in devs}))}

@@ -106,12 +106,18 @@ class NodeAdmin(admin.ModelAdmin):
 class GPUDeviceAdmin(admin.ModelAdmin):
     list_display = ["__str__", "model", "memory_mib", "uuid", "utilisation_percent"]
     list_filter = ["model", "node__cluster"]
+    list_select_related = ["node__cluster"]  # __str__ names node and cluster: no query per row
+    search_fields = ["node__name", "node__cluster__name", "model", "uuid"]
 
 
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
     list_display = ["id", "name", "owner", "model_name", "batch_size", "num_gpus", "state", "progress", "created_at"]
     list_filter = ["state", "model_name"]
+    list_select_related = ["owner"]
+    # At the demo's scale (6,748 GPUs) a <select> of every GPU made this page take 13-17 s
+    # (issue 21): ids in a text box with a lookup pop-up instead.
+    raw_id_fields = ["gpus", "cluster", "owner"]
     readonly_fields = ["state", "progress", "result", "error", "attempts", "dispatched_at", "started_at", "finished_at"]
 
 

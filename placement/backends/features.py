@@ -406,4 +406,28 @@ def zoo_entries(data_dir: Path) -> list[str]:
     return TORCHVISION_ZOO + TRANSFORMERS_ZOO + gavel + [f"onnx:{p}" for p in onnx_files]
 
 
+def check_model_name(name: str, *, known: set[str] | frozenset[str] = frozenset(),
+                     data_dir: Path | None = None) -> None:
+    """Raise ``KeyError`` (message fit for a user) unless :func:`model_features` can build
+    ``name``, before any tracing: ``known`` names (e.g. the shipped features table),
+    :data:`TRANSFORMERS_ZOO`, ``gavel:<family>`` of :data:`GAVEL_FAMILIES`, ``onnx:<path>``
+    only for a file of ``data_dir``'s ONNX zoo (no other path is opened), else a torchvision
+    model name (``torchvision.models.list_models()``, imported once per process)."""
+    if name in known or name in TRANSFORMERS_ZOO:
+        return
+    if name.startswith("gavel:"):
+        if name[6:] in GAVEL_FAMILIES:
+            return
+        raise KeyError(f"unknown Gavel family {name[6:]!r}; known: {', '.join(GAVEL_FAMILIES)}")
+    if name.startswith("onnx:"):
+        allowed = set(zoo_entries(data_dir)) if data_dir is not None else set()
+        if name in allowed:
+            return
+        raise KeyError(f"onnx model {name[5:]!r} is not in the ONNX zoo")
+    import torchvision
+
+    if name not in torchvision.models.list_models():
+        raise KeyError(f"unknown model {name!r}: not a torchvision model, not in {TRANSFORMERS_ZOO}")
+
+
 FeatureFn = Callable[[str, int], GraphFeatures]

@@ -210,7 +210,7 @@ class Policy(ABC):
                 continue
             gpu_ids, expl = choice
             scratch.assign(job, gpu_ids)
-            scratch.note_end(gpu_ids, now + job.duration)
+            scratch.note_end(gpu_ids, now + job.planned)
             out.append(Placement(job.job_id, gpu_ids, expl))
             n_avail, max_free = capacity()
         return out
@@ -250,13 +250,14 @@ class FIFOExclusive(Policy):
 
 
 class SJF(Policy):
-    """Shortest-job-first, exclusive GPUs, non-preemptive; uses the job's isolated duration
-    (an oracle, as in Tiresias's SRTF baseline); a job that does not fit is skipped."""
+    """Shortest-job-first, exclusive GPUs, non-preemptive, by :attr:`JobSpec.planned` (the
+    estimate known at submission; the true duration only when the simulator runs with
+    ``durations="oracle"``, as Tiresias's SRTF baseline); a job that does not fit is skipped."""
 
     name = "sjf"
 
     def place(self, queue, state, now, rng):
-        return self._place_in_order(sorted(queue, key=lambda j: (j.duration, j.arrival)), state, rng, now=now)
+        return self._place_in_order(sorted(queue, key=lambda j: (j.planned, j.arrival)), state, rng, now=now)
 
 
 class Tiresias(Policy):
@@ -324,6 +325,10 @@ class Horus(Policy):
 
     * ``migrate`` (default on): when GPUs are still idle after placement, co-located jobs move
       onto them if the move pays (:meth:`Policy.migrate`; Gandiva's migration to vacated GPUs).
+    * ``pair_belief`` (default none): a predictor of pair slowdowns from job features
+      (:class:`placement.core.pair_predictor.OutOfFamilyBelief`); with it the cost gains
+      ``w_pair * pair_cost`` (:meth:`pair_cost`), so among occupied GPUs Horus picks the
+      partner with the least predicted interference. Never the simulator's world.
     * ``protect_critical`` (default on): slack-based protection of the critical path, as in
       critical-path scheduling. A co-location of a job ``N`` (isolated duration ``d``) onto an
       occupied GPU ``g`` delays its residents by at most about the overlap,
@@ -343,9 +348,14 @@ class Horus(Policy):
 
     def __init__(self, *, k_max: int = 2, lookahead: int = 32, w_mem: float = 1.0, w_util: float = 1.0,
                  w_tasks: float = 1.0, overflow: float = 4.0, migrate: bool = True,
-                 protect_critical: bool = True) -> None:
+                 protect_critical: bool = True, pair_belief=None, w_pair: float = 1.0) -> None:
         if k_max < 1 or lookahead < 1:
             raise ValueError("k_max and lookahead must be >= 1")
+        if pair_belief is not None and not callable(getattr(pair_belief, "slowdown", None)):
+            raise ValueError("pair_belief must have slowdown(job, others, gpu_type) -> float")
+        if not (w_pair >= 0 and np.isfinite(w_pair)):
+            raise ValueError(f"w_pair must be a finite number >= 0, got {w_pair}")
+        self.pair_belief, self.w_pair = pair_belief, float(w_pair)
         self.migrates, self.protect_critical = bool(migrate), bool(protect_critical)
         self._work_bound = -np.inf  # set by place() for the round
         self.k_max, self.lookahead = k_max, lookahead
@@ -358,7 +368,7 @@ class Horus(Policy):
         max(end_at - now, 0) + sum over queue of duration x GPUs) / GPUs`` (unknown
         ``end_at`` counts 0)."""
         left = float(np.nan_to_num(state.end_at - now, nan=0.0).clip(0, None).sum())
-        return now + (left + sum(j.duration * j.num_gpus for j in queue)) / state.n_gpus
+        return now + (left + sum(j.planned * j.num_gpus for j in queue)) / state.n_gpus
 
     def candidates(self, job, state, now):
         """Feasible GPUs (memory, ``k_max``); with ``protect_critical``, not an occupied GPU
@@ -368,9 +378,9 @@ class Horus(Policy):
         if self.protect_critical:
             known = ~np.isnan(state.end_at)
             if known.any():
-                horizon = max(float(state.end_at[known].max()), now + job.duration, self._work_bound)
+                horizon = max(float(state.end_at[known].max()), now + job.planned, self._work_bound)
                 with np.errstate(invalid="ignore"):
-                    delay = np.minimum(state.end_at - now, job.duration)
+                    delay = np.minimum(state.end_at - now, job.planned)
                     mask &= ~((state.ntasks > 0) & (state.end_at + delay > horizon))
         return mask
 
@@ -379,8 +389,40 @@ class Horus(Policy):
         tot = state.util_sum[cand] + job.util
         util = np.where(tot <= 100.0, (100.0 - tot) / 100.0, self.overflow * (tot - 100.0) / 100.0)
         tasks = state.ntasks[cand].astype(float)
-        return self.w_mem * mem + self.w_util * util + self.w_tasks * tasks, {
-            "memory": mem, "utilisation": util, "tasks": tasks}
+        c = self.w_mem * mem + self.w_util * util + self.w_tasks * tasks
+        terms = {"memory": mem, "utilisation": util, "tasks": tasks}
+        if self.pair_belief is not None:
+            pair = self.pair_cost(job, state, cand)
+            c = c + self.w_pair * pair
+            terms["pair_slowdown"] = pair
+        return c, terms
+
+    def pair_cost(self, job: JobSpec, state: ClusterState, cand: np.ndarray) -> np.ndarray:
+        """Predicted interference of putting ``job`` on each candidate GPU, from
+        ``pair_belief`` only: ``(s(job | residents) - 1) + sum over residents r of
+        (s(r | job and r's other co-runners) - s(r | its co-runners now))`` (slowdown factors,
+        0 on an empty GPU). (n_cand,) floats >= 0 (a prediction below 1 is clipped)."""
+        out = np.zeros(len(cand))
+        busy = np.flatnonzero(state.ntasks[cand] > 0)
+        if len(busy) == 0:
+            return out
+        residents: dict[int, list[JobSpec]] = {}
+        want = set(int(g) for g in cand[busy])
+        for j, gids in state.running.values():
+            for g in gids:
+                if g in want:
+                    residents.setdefault(g, []).append(j)
+        b = self.pair_belief
+        for i in busy:
+            g = int(cand[i])
+            rs = residents.get(g, [])
+            gt = state.gpus[g].gpu_type
+            extra = b.slowdown(job, rs, gt) - 1.0
+            for r in rs:
+                rest = [o for o in rs if o is not r]
+                extra += b.slowdown(r, rest + [job], gt) - b.slowdown(r, rest, gt)
+            out[i] = max(extra, 0.0)
+        return out
 
     def order(self, queue: Sequence[JobSpec], now: float, rng) -> list[JobSpec]:
         window = list(queue[: self.lookahead])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import interference, profiles, traces
+from . import interference, profiles, traces, world
 from .types import GPUSpec, JobSpec, homogeneous_cluster
 
 GAVEL_VCS = ("0e4a51", "103959", "11cb48", "23dbec", "2869ce", "51b7ef", "6214e9", "6c71a0",
@@ -18,6 +18,7 @@ class Tables:
     profile_rows: list[dict]
     feature_rows: list[dict]
     interference: interference.InterferenceModel
+    world: world.InterferenceWorld
 
     def lookup(self, gpu_type: str = "V100"):
         return profiles.gavel_profile_lookup(self.profile_rows, self.feature_rows, gpu_type=gpu_type)
@@ -29,20 +30,29 @@ def gavel_job_type(model: str, bs: int) -> str:
 
 def load_tables(data_dir: Path) -> Tables:
     """Read data/gavel-traces and data/placement tables; fit the interference model on every
-    Gavel pair whose two job types have a derived utilisation on that GPU type."""
+    Gavel pair whose two job types have a derived utilisation on that GPU type (a belief, for
+    reports), and build the simulator's world from the measured pairs
+    (:class:`placement.core.world.InterferenceWorld`)."""
     thr = traces.load_throughputs(data_dir / "gavel-traces" / "simulation_throughputs.json")
     prof = profiles.read_csv_rows(data_dir / "placement" / "gavel_profile.csv")
     feat = profiles.read_csv_rows(data_dir / "placement" / "zoo_features.csv")
     utils = {(r["gpu_type"].lower(), gavel_job_type(r["model"], r["batch_size"])): r["util_mean_pct"] for r in prof}
     model = interference.fit_interference(*interference.gavel_pairs(thr, utils))
-    return Tables(thr, prof, feat, model)
+    return Tables(thr, prof, feat, model, world.InterferenceWorld(thr))
 
 
 def load_trace(name: str, data_dir: Path, tables: Tables, *, seed: int = 0,
                limit: int | None = None, profile=None) -> list[JobSpec]:
     """Trace by name: ``gavel:<vc>`` (one of :data:`GAVEL_VCS`), ``philly`` (full job list,
     models assigned by seed), ``tiresias60`` (needs ``profile``: (model, batch) -> (util %,
-    memory MiB), e.g. the predictor on graph features). ``ValueError`` for an unknown name."""
+    memory MiB), e.g. the predictor on graph features). ``ValueError`` for an unknown name or a trace with no jobs."""
+    jobs = _load_trace(name, data_dir, tables, seed=seed, limit=limit, profile=profile)
+    if not jobs:
+        raise ValueError(f"trace {name!r} has no jobs (empty trace{'' if limit is None else f', limit={limit}'})")
+    return jobs
+
+
+def _load_trace(name, data_dir, tables, *, seed, limit, profile) -> list[JobSpec]:
     look = tables.lookup("V100")
     if name.startswith("gavel:"):
         vc = name[6:]

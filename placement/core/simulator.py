@@ -3,8 +3,9 @@
 Events (a binary heap of ``(time, seq, kind, job_id, version)``): arrivals, finishes, for
 preemptive policies a periodic re-evaluation tick, and for migrating policies the end of a
 migration's checkpoint/restore pause. A running job progresses at rate
-``1 / slowdown`` where slowdown is the largest, over its GPUs, of the interference model's
-slowdown given the other jobs on that GPU; whenever a GPU's set of jobs changes the affected
+``1 / slowdown`` where slowdown is the largest, over its GPUs, of the *world's* slowdown
+(:mod:`placement.core.world`: Gavel's measured pairs, a labelled model elsewhere) given the
+other jobs on that GPU; whenever a GPU's set of jobs changes the affected
 jobs' remaining work is brought up to date and their finish event re-issued (stale events are
 skipped by version). Cost per event: O(GPUs) numpy work plus the policy's.
 
@@ -26,16 +27,41 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 import numpy as np
 
 from .interference import InterferenceModel
+from .world import SOURCES, InterferenceWorld, ModelledWorld, as_world, source_shares
 from .policies import DEFAULT_MIGRATION_COST_S, Policy
 from .types import ClusterState, GPUSpec, JobSpec
 
 ARRIVAL, FINISH, TICK, RESUME = 0, 1, 2, 3
+
+
+class NeverPlaceableError(ValueError):
+    """Jobs that no placement can ever start on this cluster. ``jobs``: list of
+    ``(job_id, model)``; the message names each (id, model, GPUs x MiB needed, and how many
+    GPUs of the cluster could hold one of its tasks)."""
+
+    def __init__(self, message: str, jobs: list[tuple[int, str]]) -> None:
+        super().__init__(message)
+        self.jobs = jobs
+
+
+def _describe(job: JobSpec, capacity: np.ndarray) -> str:
+    fit = int((capacity >= job.memory_mib).sum())
+    return (f"job {job.job_id} ({job.model or 'unnamed'}) needs {job.num_gpus} GPUs x "
+            f"{job.memory_mib:.0f} MiB; {fit} of the cluster's {len(capacity)} GPUs have that much memory")
+
+
+def never_placeable(jobs: Sequence[JobSpec], gpus: list[GPUSpec]) -> list[JobSpec]:
+    """Jobs that could not start even on an empty cluster: fewer than ``num_gpus`` GPUs have
+    ``memory_mib`` of capacity (every policy places one task per distinct GPU, on any nodes).
+    O(jobs x GPUs) numpy work."""
+    cap = np.array([g.memory_mib for g in gpus], dtype=np.float64)
+    return [j for j in jobs if int((cap >= j.memory_mib).sum()) < j.num_gpus]
 
 
 @dataclass
@@ -79,11 +105,15 @@ class SimulationResult:
     n_gpus: int
     events: int = 0
     metrics: dict = field(default_factory=dict)
+    world: dict = field(default_factory=dict)
+    durations: str = "estimate"
 
     def summary(self) -> dict:
         """Cluster metrics (seconds, percent) as a JSON-ready dict."""
         if self.metrics:
             return self.metrics
+        if not self.jobs:
+            raise ValueError("no job outcomes to summarise (empty trace)")
         jct = np.array([j.jct for j in self.jobs])
         qd = np.array([j.queueing_delay for j in self.jobs])
         t0 = min(j.arrival for j in self.jobs)
@@ -102,47 +132,79 @@ class SimulationResult:
             "mean_queueing_delay_s": float(qd.mean()), "mean_gpu_util_pct": mean_util,
             "mean_slowdown": float(np.mean([j.slowdown for j in self.jobs])), "events": self.events,
             "migrations": int(sum(j.migrations for j in self.jobs)),
+            "world": self.world, "durations": self.durations,
         }
         return self.metrics
 
 
 class _Run:
     __slots__ = ("job", "remaining", "rate", "last", "version", "start", "gpus", "preemptions",
-                 "migrations", "resume_at", "finish_at")
+                 "migrations", "resume_at", "finish_at", "source")
 
     def __init__(self, job: JobSpec) -> None:
         self.job, self.remaining, self.rate, self.last = job, job.duration, 0.0, 0.0
         self.version, self.start, self.gpus, self.preemptions = 0, None, (), 0
         self.migrations, self.resume_at = 0, -np.inf  # no progress before resume_at (migration)
         self.finish_at = np.nan  # projected finish if it ran alone from its last refresh on (s)
+        self.source = "alone"  # where the world's slowdown now in force comes from (world.SOURCES)
 
 
 def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
-             interference: InterferenceModel, *, seed: int = 0, tick_s: float = 600.0,
+             world: InterferenceWorld | ModelledWorld | InterferenceModel, *, seed: int = 0, tick_s: float = 600.0,
              migration_cost_s: float = DEFAULT_MIGRATION_COST_S,
              progress: Callable[[int, int], None] | None = None,
-             progress_every: int = 256) -> SimulationResult:
+             progress_every: int = 256, durations: str = "estimate") -> SimulationResult:
     """Replay ``jobs`` on ``gpus`` under ``policy``; deterministic for a given ``seed``.
 
+    ``world``: the ground truth of co-location slowdowns (:mod:`placement.core.world`; an
+    :class:`InterferenceModel` is wrapped as a :class:`ModelledWorld`). It is never passed to
+    the policy, which sees only ``JobSpec`` predictions and the :class:`ClusterState`. The
+    result's ``world`` (and ``summary()["world"]``) gives the world's name and the co-located
+    job-seconds (and shares) whose slowdown was measured, measured at scale factor 1, or
+    modelled.
+
     ``migration_cost_s``: pause (s) charged to every migration (only policies with
-    ``migrates`` migrate). Raises ``ValueError`` if a job can never fit (more GPUs than the
-    cluster has, or more memory than the largest GPU), job ids repeat or
-    ``migration_cost_s`` < 0. ``progress(done, total)`` (jobs finished,
+    ``migrates`` migrate). Raises :class:`NeverPlaceableError` (a ``ValueError``) naming every
+    job that can never be placed: before the run if fewer than ``num_gpus`` GPUs have its
+    memory (:func:`never_placeable`), and during it if the policy leaves jobs queued while
+    nothing runs and nothing more will arrive (the state can no longer change, so the run
+    would never end; Tiresias's re-evaluation tick would otherwise loop for ever).
+    ``ValueError`` if ``jobs`` is empty, job ids repeat, ``migration_cost_s`` < 0 or
+    ``durations`` is not ``"estimate"`` / ``"oracle"``.
+
+    ``durations``: what policies plan with (SJF's order, Horus's critical-path guard through
+    ``ClusterState.end_at``, the migration rule's remaining work). ``"estimate"`` (default):
+    each job's :attr:`JobSpec.planned` (its ``estimate``, known at submission; the true duration
+    where a job has none), remaining = planned - work done, floored at 0. ``"oracle"``: the true
+    isolated duration, an explicit, labelled option. The result's ``durations`` says which, and
+    how many jobs had no estimate. ``progress(done, total)`` (jobs finished,
     jobs in all) is called every ``progress_every`` events and once at the end; an exception it
     raises (e.g. a cancellation) propagates and stops the run.
     """
     if not migration_cost_s >= 0:
         raise ValueError(f"migration_cost_s must be >= 0 s, got {migration_cost_s}")
+    if len(jobs) == 0:
+        raise ValueError("empty trace: no jobs to simulate")
+    if durations not in ("estimate", "oracle"):
+        raise ValueError(f"durations must be 'estimate' or 'oracle', got {durations!r}")
+    if durations == "oracle":
+        jobs = [replace(j, estimate=j.duration) for j in jobs]
+        duration_label = "oracle"
+    else:
+        missing = sum(j.estimate is None for j in jobs)
+        duration_label = "estimate" if not missing else f"estimate ({missing} jobs without one: true duration)"
+    world = as_world(world)
+    coloc = dict.fromkeys(SOURCES, 0.0)
     rng = np.random.default_rng(seed)
     state = ClusterState(gpus)
     state.track_end = True  # this simulator keeps end_at (projected isolated finish per GPU)
     if len({j.job_id for j in jobs}) != len(jobs):
         raise ValueError("job ids must be unique")
-    max_mem = float(state.capacity.max())
-    for j in jobs:
-        if j.num_gpus > state.n_gpus or j.memory_mib > max_mem:
-            raise ValueError(f"job {j.job_id} can never fit: {j.num_gpus} GPUs x {j.memory_mib:.0f} MiB "
-                             f"on a cluster of {state.n_gpus} GPUs of <= {max_mem:.0f} MiB")
+    bad = never_placeable(jobs, gpus)
+    if bad:
+        raise NeverPlaceableError(f"{len(bad)} job(s) can never be placed: "
+                                  + "; ".join(_describe(j, state.capacity) for j in bad[:10])
+                                  + ("; ..." if len(bad) > 10 else ""), [(j.job_id, j.model) for j in bad])
     runs = {j.job_id: _Run(j) for j in jobs}
     heap: list = []
     seq = 0
@@ -162,6 +224,8 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
     def advance(r: _Run, now: float) -> None:
         ran = now - max(r.last, r.resume_at)  # no progress during a migration pause
         if r.rate > 0 and ran > 0:
+            if r.source in coloc:
+                coloc[r.source] += ran
             r.remaining -= ran * r.rate
             state.attained[r.job.job_id] = state.attained.get(r.job.job_id, 0.0) + ran * r.job.num_gpus
         r.last = now
@@ -174,15 +238,17 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
         sd_cache: dict[tuple[int, int], float] = {}
         for jid in affected:
             r = runs[jid]
-            worst = 1.0
+            worst, source = 1.0, "alone"
             for g in r.gpus:
-                others = [runs[o].job.util for o in on_gpu[g] if o != jid]
-                s = interference.slowdown(r.job.util, others) if others else 1.0
+                others = [runs[o].job for o in on_gpu[g] if o != jid]
+                s, src = world.slowdown(r.job, others, gpus[g].gpu_type) if others else (1.0, "alone")
                 sd_cache[(jid, g)] = s
-                worst = max(worst, s)
-            r.rate = 1.0 / worst
+                if s > worst or (source == "alone" and src != "alone"):
+                    worst, source = max(worst, s), src
+            r.rate, r.source = 1.0 / worst, source
             r.version += 1
-            r.finish_at = max(now, r.resume_at) + max(r.remaining, 0.0)  # if it ran alone from now
+            # planned finish if it ran alone from now: planned run time - work done (>= 0)
+            r.finish_at = max(now, r.resume_at) + max(r.job.planned - (r.job.duration - r.remaining), 0.0)
             heapq.heappush(heap, (max(now, r.resume_at) + max(r.remaining, 0.0) / r.rate, seq, FINISH, jid,
                                   r.version))
             seq += 1
@@ -205,7 +271,8 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
                 if jid not in remaining:
                     r = runs[jid]
                     ran = max(now - max(r.last, r.resume_at), 0.0)
-                    remaining[jid] = max(r.remaining - ran * r.rate, 0.0)
+                    done = r.job.duration - (r.remaining - ran * r.rate)
+                    remaining[jid] = max(r.job.planned - done, 0.0)
                     slowdown[jid] = 1.0 / r.rate if r.rate > 0 else 1.0
         touched: set[int] = set()
         for m in policy.migrate(state, now, remaining, slowdown, migration_cost_s):
@@ -241,7 +308,7 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
                 for g in r.gpus:
                     on_gpu[g].remove(jid)
                 freed.update(r.gpus)
-                r.rate, r.version, r.gpus, r.resume_at = 0.0, r.version + 1, (), -np.inf
+                r.rate, r.version, r.gpus, r.resume_at, r.source = 0.0, r.version + 1, (), -np.inf, "alone"
                 r.preemptions += 1
                 queue[jid] = r.job
             if freed:
@@ -273,6 +340,22 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
             tick_pending = True
 
     total = len(jobs)
+    arrivals_left = total
+
+    def stuck(now: float) -> None:
+        """Nothing runs, nothing will arrive, yet jobs wait: raise, naming the jobs the policy
+        cannot place even alone on the (now empty) cluster; the rest wait behind them (FIFO's
+        head-of-line blocking)."""
+        left = list(queue.values())
+        never = [j for j in left if not policy.place([j], state, now, rng)] or left
+        blocked = len(left) - len(never)
+        raise NeverPlaceableError(
+            f"{policy.name}: {len(never)} job(s) can never be placed (nothing running, none arriving, "
+            f"at t={now:.0f} s): " + "; ".join(_describe(j, state.capacity) for j in never[:10])
+            + ("; ..." if len(never) > 10 else "")
+            + (f"; {blocked} more job(s) wait behind them" if blocked else ""),
+            [(j.job_id, j.model) for j in never])
+
     while heap:
         now, _, kind, jid, version = heapq.heappop(heap)
         n_events += 1
@@ -291,6 +374,7 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
                                        r.job.duration, r.gpus, r.preemptions, r.migrations))
         elif kind == ARRIVAL:
             queue[jid] = runs[jid].job
+            arrivals_left -= 1
         elif kind == RESUME:
             r = runs[jid]
             if version != r.migrations or jid not in state.running or r.resume_at != now:
@@ -304,9 +388,12 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
         schedule(now)
         util_t.append(now)
         util_v.append(float(eff.sum() / len(gpus)))
-    if len(outcomes) != total:  # pragma: no cover - a policy that starves jobs forever
-        raise RuntimeError(f"{total - len(outcomes)} jobs never finished under {policy.name}")
+        if queue and not state.running and arrivals_left == 0:
+            stuck(now)
+    if len(outcomes) != total:
+        stuck(now)
     if progress is not None:
         progress(total, total)
     outcomes.sort(key=lambda o: o.job_id)
-    return SimulationResult(policy.name, outcomes, np.array(util_t), np.array(util_v), len(gpus), n_events)
+    return SimulationResult(policy.name, outcomes, np.array(util_t), np.array(util_v), len(gpus), n_events,
+                            world={**world.describe(), **source_shares(coloc)}, durations=duration_label)

@@ -75,13 +75,42 @@ def read_gavel_trace(path: Path, throughputs: dict, profile: Profile, *, gpu_typ
             family, bs = parse_gavel_job_type(row[0])
             util, mem = profile(family, bs)
             dur = max(steps, 1) / float(table[key]["null"])
-            jobs.append(JobSpec(len(jobs), arrival, max(sf, 1), dur, util, mem, family, bs))
+            # estimate = duration: known at submission (steps in the command, Gavel's measured
+            # isolated throughput), Gavel's own assumption
+            jobs.append(JobSpec(len(jobs), arrival, max(sf, 1), dur, util, mem, family, bs, estimate=dur))
     return jobs
+
+
+def history_estimates(jobs: list[JobSpec], *, window: int = 200, default_s: float = 3600.0) -> list[JobSpec]:
+    """``jobs`` with ``estimate`` set from history, for traces without step counts (Philly,
+    Tiresias): the median isolated duration of the last ``window`` jobs of the same GPU count
+    whose isolated run would have ended by this job's arrival (``arrival + duration <= t``, a
+    stand-in for "finished before", since the true finish depends on the schedule); else of
+    any GPU count; else ``default_s``. Runtime predictors from job history are what Tiresias
+    (NSDI 2019, section 2.2) argues a scheduler can have; O(n log n + n x window)."""
+    from collections import defaultdict, deque
+    from dataclasses import replace
+
+    order = sorted(jobs, key=lambda j: (j.arrival, j.job_id))
+    ended = sorted(jobs, key=lambda j: j.arrival + j.duration)
+    by_size: dict[int, deque] = defaultdict(lambda: deque(maxlen=window))
+    anyone: deque = deque(maxlen=window)
+    k = 0
+    est: dict[int, float] = {}
+    for j in order:
+        while k < len(ended) and ended[k].arrival + ended[k].duration <= j.arrival:
+            by_size[ended[k].num_gpus].append(ended[k].duration)
+            anyone.append(ended[k].duration)
+            k += 1
+        hist = by_size.get(j.num_gpus) or anyone
+        est[j.job_id] = float(np.median(hist)) if hist else default_s
+    return [replace(j, estimate=est[j.job_id]) for j in jobs]
 
 
 def read_tiresias_trace(path: Path, profile: Profile, *, batch_size: int = 32) -> list[JobSpec]:
     """Tiresias CSV (``job_id,num_gpu,submit_time,iterations,model_name,duration,interval``);
-    duration in seconds as given; models (vgg19, inception4, ...) profiled at ``batch_size``."""
+    duration in seconds as given, ``estimate`` by :func:`history_estimates`; models (vgg19,
+    inception4, ...) profiled at ``batch_size``."""
     jobs = []
     with open(path, newline="") as fh:
         reader = csv.DictReader(fh)
@@ -101,13 +130,13 @@ def read_tiresias_trace(path: Path, profile: Profile, *, batch_size: int = 32) -
             jobs.append(JobSpec(int(_num(path, ln, "job_id", row["job_id"], int)),
                                 _num(path, ln, "submit_time", row["submit_time"]), gpus, dur, util, mem,
                                 model, batch_size))
-    return jobs
+    return history_estimates(jobs) if jobs else jobs
 
 
 def read_philly(path: Path, models: list[tuple[str, int]], profile: Profile, *, seed: int = 0,
                 limit: int | None = None) -> list[JobSpec]:
     """Philly job list (``timestamp,duration,num_gpus,gpu_time,cluster``), arrivals relative to
-    the earliest timestamp. The rows carry no model, so each job gets one by this documented,
+    the earliest timestamp; ``estimate`` by :func:`history_estimates`. The rows carry no model, so each job gets one by this documented,
     seeded rule: job i takes ``models[k]`` with k drawn uniformly by
     ``numpy.random.default_rng(seed)`` in file order (independent of duration and size)."""
     rng = np.random.default_rng(seed)
@@ -129,18 +158,22 @@ def read_philly(path: Path, models: list[tuple[str, int]], profile: Profile, *, 
             if gpus < 1:
                 raise TraceError(path, ln, "num_gpus", "must be >= 1")
             raw.append((ts, max(dur, 1.0), gpus))
+    if not raw:
+        raise TraceError(path, 1, "timestamp", "no job rows (empty trace)")
     picks = rng.integers(0, len(models), size=len(raw))
     cache = {m: profile(*m) for m in models}
     t0 = min(r[0] for r in raw)
-    return [JobSpec(i, ts - t0, g, d, cache[models[k]][0], cache[models[k]][1], models[k][0], models[k][1])
-            for i, ((ts, d, g), k) in enumerate(zip(raw, picks))]
+    return history_estimates([JobSpec(i, ts - t0, g, d, cache[models[k]][0], cache[models[k]][1], models[k][0],
+                                      models[k][1]) for i, ((ts, d, g), k) in enumerate(zip(raw, picks))])
 
 
 def cluster_for_trace(jobs: list[JobSpec], *, gpus_per_node: int = 8, load: float = 1.0,
                       gpu_type: str = "V100", memory_mib: float = 16384.0) -> list[GPUSpec]:
     """A homogeneous cluster "shaped like the trace": enough GPUs for the largest job and for
     the trace's average demand (sum of GPUs x duration / arrival span) divided by ``load``,
-    rounded up to whole nodes of ``gpus_per_node``."""
+    rounded up to whole nodes of ``gpus_per_node``. ``ValueError`` for an empty job list."""
+    if not jobs:
+        raise ValueError("empty trace: no jobs to shape a cluster for")
     span = max(max(j.arrival for j in jobs) - min(j.arrival for j in jobs), 1.0)
     demand = sum(j.num_gpus * j.duration for j in jobs) / span
     need = max(max(j.num_gpus for j in jobs), int(np.ceil(demand / load)), gpus_per_node)

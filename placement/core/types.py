@@ -5,6 +5,8 @@ a GPU's summed predicted utilisation may exceed 100 when over-committed).
 """
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +19,10 @@ class JobSpec:
 
     ``duration``: run time alone on its GPUs (s); ``util``: predicted GPU utilisation (%) of
     each of its tasks; ``memory_mib``: predicted memory per GPU (MiB); ``num_gpus``: tasks,
-    one per GPU.
+    one per GPU; ``estimate``: its run time alone as a scheduler can know it at submission (s;
+    ``None``: unknown, policies then use ``duration``, see :attr:`planned`). Raises ``ValueError`` if ``arrival``, ``duration``, ``util`` or
+    ``memory_mib`` is NaN, infinite or not a number, ``arrival`` < 0, ``duration`` <= 0,
+    ``num_gpus`` < 1 or memory / utilisation < 0.
     """
 
     job_id: int
@@ -28,8 +33,24 @@ class JobSpec:
     memory_mib: float
     model: str = ""
     batch_size: int = 0
+    estimate: float | None = None
+
+    @property
+    def planned(self) -> float:
+        """The run time alone (s) a scheduler plans with: ``estimate`` (known at submission)
+        where set, else ``duration`` (then the trace offers nothing better; an oracle)."""
+        return self.duration if self.estimate is None else self.estimate
 
     def __post_init__(self) -> None:
+        if self.estimate is not None and not (isinstance(self.estimate, numbers.Real)
+                                              and math.isfinite(self.estimate) and self.estimate > 0):
+            raise ValueError(f"job {self.job_id}: estimate must be a finite number > 0 s, got {self.estimate!r}")
+        for name in ("arrival", "duration", "util", "memory_mib"):
+            v = getattr(self, name)
+            if not isinstance(v, numbers.Real) or not math.isfinite(v):
+                raise ValueError(f"job {self.job_id}: {name} must be a finite number, got {v!r}")
+        if self.arrival < 0:
+            raise ValueError(f"job {self.job_id}: arrival must be >= 0 s, got {self.arrival}")
         if self.num_gpus < 1:
             raise ValueError(f"job {self.job_id}: num_gpus must be >= 1, got {self.num_gpus}")
         if self.duration <= 0:

@@ -9,13 +9,19 @@ from tqdm import tqdm
 
 
 class Command(BaseCommand):
-    help = "Leave-one-model-out evaluation of the XGBoost utilisation predictor per GPU type"
+    help = ("Leave-one-model-out evaluation of the XGBoost utilisation predictor per GPU type "
+            "(--pairs: of the pair interference predictor)")
 
     def add_arguments(self, parser):
         parser.add_argument("--target", default="util_mean_pct", choices=["util_mean_pct", "util_peak_pct", "memory_mib"])
-        parser.add_argument("--json", action="store_true")
+        parser.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+        parser.add_argument("--pairs", action="store_true",
+                            help="evaluate the pair interference predictor (leave-one-model-out on Gavel's "
+                                 "measured pairs, beside the constant-slowdown baseline) instead")
 
     def handle(self, *args, **o):
+        if o["pairs"]:
+            return self._pairs(o)
         from placement.backends.predictor import NoProfileData, UtilisationPredictor
         from placement.services import _tables, profile_rows_all
 
@@ -33,3 +39,27 @@ class Command(BaseCommand):
             for r in out:
                 self.stdout.write(f"{r['gpu_type']}: " + (r.get("error") or
                                   f"RMSLE {r['rmsle']:.3f}, MAE {r['mae']:.2f} pp over {r['rows']} rows / {r['models']} models"))
+
+    def _pairs(self, o):
+        import csv
+        from pathlib import Path
+
+        from django.conf import settings
+
+        from placement.core import pair_predictor as pp
+        from placement.core.traces import load_throughputs
+
+        data = Path(settings.DATA_DIR)
+        with open(data / "placement" / "zoo_features.csv", newline="") as fh:
+            feat = pp.features_by_type(csv.DictReader(fh))
+        pairs = pp.measured_pairs(load_throughputs(data / "gavel-traces" / "simulation_throughputs.json"))
+        res = pp.leave_one_model_out(pairs, feat)
+        if o["json"]:
+            self.stdout.write(json.dumps(res))
+            return
+        self.stdout.write(f"{res['n']} held-out pair predictions over {len(res['folds'])} families "
+                          f"(leave-one-model-out)\npredictor: MAE {res['mae']:.3f}, Spearman {res['spearman']:.3f}\n"
+                          f"constant (median training slowdown): MAE {res['const_mae']:.3f}, Spearman n/a")
+        for f, r in res["folds"].items():
+            self.stdout.write(f"  {f}: {r['n']} pairs, MAE {r['mae']:.3f} (constant {r['const_mae']:.3f}), "
+                              f"Spearman {r['spearman']:.3f}")

@@ -14,10 +14,13 @@ class Command(BaseCommand):
     help = "Simulate a trace (gavel:<vc>, philly, tiresias60) under one or more placement policies"
 
     def add_arguments(self, parser):
-        parser.add_argument("--trace", default="gavel:2869ce")
-        parser.add_argument("--policies", default="fifo,sjf,tiresias,gandiva,horus,horus+,random")
+        parser.add_argument("--trace", default="gavel:2869ce",
+                            help="gavel:<vc> (one of the 15 Gavel VCs), philly or tiresias60 (default gavel:2869ce)")
+        parser.add_argument("--policies", default="fifo,sjf,tiresias,gandiva,horus,horus+,random",
+                            help="comma-separated policies (default: all seven)")
         parser.add_argument("--cluster", default="", help="NxG nodes x GPUs per node; default: shaped like the trace")
-        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--seed", type=int, default=0,
+                            help="simulation seed (random co-location, Horus+ k-means) and Philly's model draw")
         parser.add_argument("--limit", type=int, default=0, help="first N jobs only (0 = all)")
         parser.add_argument("--json", action="store_true", help="print the per-policy summaries as JSON")
 

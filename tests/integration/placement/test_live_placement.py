@@ -112,6 +112,11 @@ def test_predict_and_profiles_api(api):
     assert none.status_code == 400 and "manage.py profile_gpu" in none.json()["gpu_type"][0]
     bad = api.post("/api/v1/placement/predict/", {"model_name": "no-such-net", "batch_size": 1}, format="json")
     assert bad.status_code == 400 and "unknown model" in bad.json()["model_name"][0]
+    for name, msg in (("onnx:/etc/passwd", "not in the ONNX zoo"), ("gavel:Nope", "unknown Gavel family")):
+        r = api.post("/api/v1/placement/predict/", {"model_name": name, "batch_size": 1}, format="json")
+        assert r.status_code == 400 and msg in r.json()["model_name"][0], (name, r.content)
+    gavel = api.post("/api/v1/placement/predict/", {"model_name": "ResNet-18", "batch_size": 32}, format="json")
+    assert gavel.status_code == 200, gavel.content
     prof = api.get("/api/v1/placement/profiles/?gpu_type=k80").json()
     assert prof["count"] == 26 and {r["gpu_type"] for r in prof["results"]} == {"K80"}
     assert APIClient().get("/api/v1/placement/decisions/").status_code == 401

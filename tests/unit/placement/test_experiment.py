@@ -88,3 +88,45 @@ def test_a_cancelling_reporter_stops_the_simulation_before_it_finishes():
     assert stored == []
     assert calls[0] == (0.0, "simulating fifo (1/1)")
     assert calls[1][1].startswith("simulating fifo (1/1): ") and calls[1][0] < 100.0
+
+
+def test_pipeline_records_each_policy_and_resumes_from_finished_ones(monkeypatch):
+    from placement import pipeline
+    from placement.core import simulator
+    from webapp.plug import Collect
+
+    params = {"trace": "gavel:51b7ef", "policies": ["fifo", "horus"], "cluster": "1x8", "seed": 0, "limit": 0}
+    rec = Collect()
+    first = pipeline.run(params, record=rec)
+    assert [r["policy"] for r in rec.rows["policies"]] == ["fifo", "horus"]
+    calls = []
+    real = simulator.simulate
+    monkeypatch.setattr(simulator, "simulate", lambda *a, **k: calls.append(a[2].name) or real(*a, **k))
+    # an interrupted run had finished fifo only: the rerun simulates horus alone
+    rec2 = Collect()
+    again = pipeline.run(params, record=rec2, resume={"policies": rec.rows["policies"][:1]})
+    assert calls == ["horus"]
+    assert again["policies"] == first["policies"]
+    assert [r["policy"] for r in rec2.rows["policies"]] == ["horus"]
+    # rows of other parameters are not reused
+    calls.clear()
+    pipeline.run({**params, "seed": 1}, resume={"policies": rec.rows["policies"]})
+    assert calls == ["fifo", "horus"]
+
+
+def test_headline_is_horus_against_the_strongest_other_policy():
+    from types import SimpleNamespace
+
+    from placement.experiment import simulation_headline
+
+    def pol(jct, world=None):
+        return {"summary": {"mean_jct_s": jct, **({"world": world} if world else {})}}
+
+    exp = SimpleNamespace(parameters={"trace": "gavel:2869ce"}, result={"policies": {
+        "fifo": pol(7200.0), "random": pol(5400.0), "sjf": pol(6000.0),
+        "horus": pol(3600.0, {"measured_share": 0.25, "measured_1gpu_share": 0.5})}})
+    h = simulation_headline(exp)
+    assert (h.baseline_name, h.ours, h.baseline) == ("random", "1.0 h", "1.5 h")
+    assert h.ratio == pytest.approx(3600 / 5400) and h.verdict == "better"
+    assert "75% of co-located time from measured pairs" in h.note
+    assert simulation_headline(SimpleNamespace(parameters={}, result={"policies": {"fifo": pol(1.0)}})) is None

@@ -1,0 +1,120 @@
+"""The placement engine's Django-free pipeline (engine plug, :mod:`webapp.plug`): replay a
+trace under one or more policies. Used by the ``simulation`` experiment kind (through
+:func:`webapp.experiments.run_pipeline`), ``manage.py simulate`` and the demo.
+
+``run(params, *, report, record, resume=None, on_outcomes=None, data_dir=None) -> dict``:
+``params`` as validated by :class:`placement.experiment.SimulationParams` (``trace``,
+``policies``, ``cluster``, ``seed``, ``limit``). After each policy finishes, one row
+``{"policy", "params", "result"}`` is recorded in table ``"policies"``; on a rerun with
+``resume={"policies": rows}`` a policy whose row has the same parameters is not simulated
+again (its recorded result is used; its per-job outcomes were stored when it ran).
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from .core import setup, simulator
+from .core.policies import make_policy
+
+DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+
+
+def _downsample(t: np.ndarray, u: np.ndarray, n: int = 200) -> dict:
+    if len(t) <= n:
+        return {"t": t.tolist(), "util": u.tolist()}
+    idx = np.linspace(0, len(t) - 1, n).astype(int)
+    return {"t": t[idx].tolist(), "util": u[idx].tolist()}
+
+
+TIRESIAS_TO_TORCHVISION = {"inception3": "inception_v3", "inception4": "inception_v3"}
+
+
+def predicted_profile(tables: setup.Tables, gpu_type: str = "V100"):
+    """(model, batch) -> (util %, memory MiB) from graph features alone, the Horus way: the
+    XGBoost predictor (trained on the profile rows of ``gpu_type``) for utilisation, the graph
+    estimate for memory. Tiresias's ``inception4`` is not in torchvision; ``inception_v3``
+    stands in for it."""
+    from .backends.features import model_features
+    from .backends.predictor import UtilisationPredictor
+
+    pred = UtilisationPredictor(tables.profile_rows, tables.feature_rows)
+    cache: dict = {}
+
+    def lookup(model: str, bs: int):
+        name = TIRESIAS_TO_TORCHVISION.get(model, model)
+        if (name, bs) not in cache:
+            row = next((r for r in tables.feature_rows if r["model"] == name and int(r["batch_size"]) == bs), None)
+            feats = row or model_features(name, bs).as_dict()
+            cache[(name, bs)] = (pred.predict(feats, gpu_type=gpu_type).value, float(feats["memory_mib"]))
+        return cache[(name, bs)]
+
+    return lookup
+
+
+def _key(params: Mapping[str, Any]) -> dict:
+    """The parameters that determine one policy's result (the policy list aside)."""
+    return {k: params.get(k) for k in ("trace", "cluster", "seed", "limit")}
+
+
+def run(params: Mapping[str, Any], *, report: Callable[[float, str], None] | None = None,
+        record: Callable[[str, list], None] | None = None, resume: Mapping[str, list] | None = None,
+        on_outcomes: Callable[[str, list], None] | None = None, data_dir: Path | None = None,
+        report_every_s: float = 0.5) -> dict:
+    """Run every policy in ``params`` and return the JSON result: per-policy summary metrics,
+    JCT quantiles (for the CDF), queueing delays quantiles and utilisation over time.
+    ``on_outcomes(policy, [JobOutcome])`` receives each policy's per-job outcomes.
+
+    ``report(percent, message)`` is also called from inside each simulation (the simulator's
+    progress callback, every few hundred events) at most once per ``report_every_s`` seconds, so
+    a reporter that raises (``ExperimentCancelled``) stops a long run within about that time.
+    ``ValueError`` for a trace or cluster that cannot be simulated. ``record`` / ``resume``:
+    see the module docstring; ``data_dir`` defaults to the repository's ``data/``."""
+    data = Path(data_dir) if data_dir is not None else DEFAULT_DATA_DIR
+    done = {r["policy"]: r["result"] for r in (resume or {}).get("policies", [])
+            if r.get("params") == _key(params)}
+    tables = setup.load_tables(data)
+    profile = predicted_profile(tables) if params["trace"] == "tiresias60" else None
+    jobs = setup.load_trace(params["trace"], data, tables, seed=params.get("seed", 0),
+                            limit=params.get("limit") or None, profile=profile)
+    gpus = setup.cluster(jobs, params.get("cluster") or None)
+    out: dict[str, Any] = {"trace": params["trace"], "jobs": len(jobs), "gpus": len(gpus), "policies": {},
+                           "interference": tables.interference.as_dict(), "world": tables.world.describe()}
+    names = params["policies"]
+    q = np.linspace(0, 100, 101)
+    for i, name in enumerate(names):
+        if name in done:
+            out["policies"][name] = done[name]
+            if report:
+                report(100.0 * (i + 1) / len(names), f"{name}: kept from the earlier run ({i + 1}/{len(names)})")
+            continue
+        if report:
+            report(100.0 * i / len(names), f"simulating {name} ({i + 1}/{len(names)})")
+        progress = None
+        if report:
+            last = [time.monotonic()]
+
+            def progress(done: int, total: int, i: int = i, name: str = name) -> None:
+                now = time.monotonic()
+                if now - last[0] >= report_every_s:
+                    last[0] = now
+                    report(100.0 * (i + done / max(total, 1)) / len(names),
+                           f"simulating {name} ({i + 1}/{len(names)}): {done}/{total} jobs done")
+
+        r = simulator.simulate(jobs, gpus, make_policy(name), tables.world, seed=params.get("seed", 0),
+                               progress=progress)
+        if on_outcomes is not None:
+            on_outcomes(name, r.jobs)
+        jct = np.array([o.jct for o in r.jobs])
+        qd = np.array([o.queueing_delay for o in r.jobs])
+        out["policies"][name] = {"summary": r.summary(), "jct_quantiles_s": np.percentile(jct, q).tolist(),
+                                 "queueing_quantiles_s": np.percentile(qd, q).tolist(),
+                                 "utilisation": _downsample(r.util_t, r.util_pct)}
+        if record is not None:
+            record("policies", [{"policy": name, "params": _key(params), "result": out["policies"][name]}])
+    if report:
+        report(100.0, "done")
+    return out
