@@ -115,7 +115,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         from tuning.api import TuningParameters
-        from tuning.services import tuning_experiment_run
+        from tuning.experiment import tuning_experiment_run
 
         if opts["resume"] is not None:
             try:
