@@ -44,7 +44,9 @@ class TuningParameters(serializers.Serializer):
     input_shape = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, min_length=1, max_length=8)
     target = serializers.ChoiceField(choices=["llvm", "cuda"], default="llvm")
     trials = serializers.IntegerField(min_value=1, max_value=100000, default=64)
-    trials_per_round = serializers.IntegerField(min_value=1, max_value=512, default=16)
+    trials_per_round = serializers.IntegerField(min_value=1, max_value=512, default=32)
+    min_trials_per_task = serializers.IntegerField(min_value=1, max_value=100000, required=False, allow_null=True,
+                                                   default=None)  # None: one round (trials_per_round)
     max_trials_per_task = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
     max_tasks = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
     runner = serializers.CharField(default="local")

@@ -52,8 +52,8 @@ log = logging.getLogger(__name__)
 
 #: Defaults of a tuning experiment's parameters (see :class:`tuning.api.TuningParameters`).
 DEFAULTS: dict[str, Any] = {
-    "target": "llvm", "trials": 64, "trials_per_round": 16, "max_trials_per_task": None,
-    "runner": "local", "scheduler": "gradient", "cost_model": "xgb", "seed": 0,
+    "target": "llvm", "trials": 64, "trials_per_round": 32, "max_trials_per_task": None,
+    "min_trials_per_task": None, "runner": "local", "scheduler": "gradient", "cost_model": "xgb", "seed": 0,
     "num_threads": None, "repeats": 20, "max_tasks": None, "force_target": False,
     "seed_database": None, "measure_eager": True, "input_shape": None, "options": {},
 }
@@ -120,6 +120,42 @@ def select_tasks(extracted: list[Any], max_tasks: int | None) -> list[int]:
     cost = {i: extracted[i].weight * float(estimate_tir_flops(extracted[i].dispatched[0])) for i in idx}
     keep = sorted(idx, key=lambda i: (-cost[i], i))[:max_tasks]
     return sorted(keep)
+
+
+def budget_plan(costs: list[float], trials: int, minimum: int) -> dict[str, Any]:
+    """Spread ``trials`` over tasks of cost ``costs`` (task weight x FLOPs, one per task): each
+    task gets ``minimum`` trials, the rest in proportion to its cost (largest remainders). When
+    ``trials < len(costs) * minimum`` the plan is ``short``: only ``trials // minimum`` tasks (the
+    costliest) can get their minimum, and ``warning`` says so with the numbers. Returns
+    ``{"per_task": [int, ...], "needed": int, "short": bool, "warning": str | None}``; ``ValueError``
+    for ``minimum < 1`` or a negative cost."""
+    if minimum < 1:
+        raise ValueError(f"minimum trials per task must be >= 1, got {minimum}")
+    if any(c < 0 for c in costs):
+        raise ValueError("task costs must be >= 0")
+    n = len(costs)
+    needed = n * minimum
+    if trials < needed:
+        order = sorted(range(n), key=lambda i: (-costs[i], i))
+        per = [0] * n
+        for i in order[: trials // minimum]:
+            per[i] = minimum
+        if trials % minimum and trials // minimum < n:
+            per[order[trials // minimum]] = trials % minimum
+        covered = sum(1 for x in per if x >= minimum)
+        share = sum(costs[i] for i in range(n) if per[i] < minimum) / (sum(costs) or 1.0)
+        return {"per_task": per, "needed": needed, "short": True,
+                "warning": f"a budget of {trials} trials covers {covered} of {n} tasks at {minimum} trials each; "
+                           f"{needed} trials are needed to tune every task ({share:.0%} of the model's weighted "
+                           f"FLOPs would stay untuned)"}
+    extra = trials - needed
+    total = sum(costs) or 1.0
+    exact = [extra * c / total for c in costs]
+    per = [minimum + int(x) for x in exact]
+    left = trials - sum(per)
+    for i in sorted(range(n), key=lambda i: (-(exact[i] - int(exact[i])), i))[:left]:
+        per[i] += 1
+    return {"per_task": per, "needed": needed, "short": False, "warning": None}
 
 
 def run(params: Mapping[str, Any], *, report: Report, record: Record,
@@ -196,6 +232,12 @@ def _run(params: dict[str, Any], report: Report, record: Record, resume: dict[st
                         "weight": float(extracted[i].weight), "flop_count": float(estimate_tir_flops(mod)),
                         "trials_done": done}
     record("tasks", [task_info[i] for i in selected])
+    # the budget over every task: weight x FLOPs, at least one round each (issue 20)
+    minimum = int(params.get("min_trials_per_task") or params["trials_per_round"])
+    plan = budget_plan([task_info[i]["weight"] * task_info[i]["flop_count"] for i in selected], trials, minimum)
+    if plan["warning"]:
+        log.warning("tuning %s: %s", model.name, plan["warning"])
+        report(2, plan["warning"][:200])
     remaining = max(0, trials - done_total)
     to_tune = [i for i in selected if per_task_cap is None or task_info[i]["trials_done"] < per_task_cap]
     resumed_from = done_total
@@ -295,9 +337,31 @@ def _run(params: dict[str, Any], report: Report, record: Record, resume: dict[st
         "energy_source": meter.source, "energy_measured": meter.measured, "energy_sources": meter.sources,
         **split, **result, "work_dir": str(work_dir),
     }
+    summary["budget"] = _coverage(database, extracted, selected, task_info, plan, minimum)
     if scheduler_rep is not None:
         summary["trimmer"] = {k: v for k, v in scheduler_rep.items() if k != "rounds"}
     return summary
+
+
+def _coverage(database: Any, extracted: list[Any], selected: list[int], task_info: dict[int, dict[str, Any]],
+              plan: dict[str, Any], minimum: int) -> dict[str, Any]:
+    """Tasks tuned (a valid record in the database) and untuned, and the untuned tasks' share of
+    the model's weighted FLOPs (an estimate of their share of its untuned time: FLOPs, not
+    measured per-task time)."""
+    from .backends.trimmer import database_best_seconds
+
+    tuned, untuned = [], []
+    for i in selected:
+        mod = extracted[i].dispatched[0]
+        has = database.has_workload(mod) and database_best_seconds(database, mod) is not None
+        (tuned if has else untuned).append(task_info[i]["name"])
+    cost = {task_info[i]["name"]: task_info[i]["weight"] * task_info[i]["flop_count"] for i in selected}
+    total = sum(cost.values()) or 1.0
+    return {"minimum_trials_per_task": minimum, "trials_needed_for_every_task": plan["needed"],
+            "short": plan["short"], "warning": plan["warning"], "planned_trials_per_task": plan["per_task"],
+            "tasks_tuned": tuned, "tasks_untuned": untuned,
+            "untuned_flop_share": sum(cost[n] for n in untuned) / total,
+            "untuned_flop_share_note": "weighted-FLOP share of the untuned tasks (estimate, not measured time)"}
 
 
 def scheduler_report(scheduler: Any) -> dict | None:

@@ -40,3 +40,25 @@ def test_defaults_are_the_serializers_defaults():
 
             if fields[name].default is not empty:
                 assert fields[name].default == value, name
+
+
+def test_budget_plan_covers_every_task_weighted_by_cost():
+    from tuning.pipeline import budget_plan
+
+    # 3 tasks, minimum 4 each (12), 28 left over split 1:2:4 -> 4 + 8 + 16
+    plan = budget_plan([1.0, 2.0, 4.0], 40, 4)
+    assert plan["per_task"] == [8, 12, 20] and not plan["short"] and plan["warning"] is None
+    assert sum(budget_plan([1.0, 1.0, 1.0], 13, 4)["per_task"]) == 13
+
+
+def test_budget_plan_too_small_warns_with_the_numbers():
+    from tuning.pipeline import budget_plan
+
+    # 188 tasks (DenseNet121-like) at 32 per task need 6016 trials; 64 cover the 2 costliest
+    costs = [float(i) for i in range(188)]
+    plan = budget_plan(costs, 64, 32)
+    assert plan["short"] and plan["needed"] == 188 * 32
+    assert [i for i, x in enumerate(plan["per_task"]) if x] == [186, 187]
+    assert "covers 2 of 188 tasks" in plan["warning"] and "6016 trials are needed" in plan["warning"]
+    with pytest.raises(ValueError):
+        budget_plan([1.0], 10, 0)
