@@ -99,8 +99,13 @@ class TuningParameters(serializers.Serializer):
             except ValueError as err:
                 raise serializers.ValidationError({"options": str(err)}) from None
         if attrs.get("seed_database"):
+            from .backends.database import DatabaseImportError, check_database_name
             from .services import tuning_root
 
+            try:
+                check_database_name(attrs["seed_database"], tuning_root() / "databases")
+            except DatabaseImportError as err:
+                raise serializers.ValidationError({"seed_database": str(err)}) from None
             if not (tuning_root() / "databases" / attrs["seed_database"]).is_dir():
                 raise serializers.ValidationError({"seed_database": f"no imported database {attrs['seed_database']!r}"})
         return attrs

@@ -202,6 +202,7 @@ def _run(params: dict[str, Any], report: Report, record: Record, resume: dict[st
     if params.get("seed_database") and not (work_dir / dbmod.RECORD_FILE).exists():
         if not params.get("databases_dir"):
             raise ValueError("seed_database given but params['databases_dir'] is not set")
+        dbmod.check_database_name(str(params["seed_database"]), Path(params["databases_dir"]))  # never a path
         src = Path(params["databases_dir"]) / str(params["seed_database"])
         for tgt in dbmod.record_targets(src):
             check_same_target(tgt, target, force=force, what=f"seed database {params['seed_database']!r}")

@@ -67,10 +67,9 @@ def onnx_upload_store(*, data: bytes) -> dict[str, Any]:
 def tuning_database_import(*, src: str | os.PathLike[str], name: str, overwrite: bool = False) -> dict[str, Any]:
     """Import the MetaSchedule JSON database in directory ``src`` as ``name`` (usable as
     ``seed_database``). Raises :class:`tuning.backends.database.DatabaseImportError`."""
-    from .backends.database import DatabaseImportError, import_database
+    from .backends.database import check_database_name, import_database
 
-    if not name or "/" in name or name.startswith("."):
-        raise DatabaseImportError(f"invalid database name {name!r}")
+    check_database_name(name)
     return import_database(src, tuning_root() / "databases" / name, overwrite=overwrite)
 
 
