@@ -283,10 +283,10 @@ def main(argv: list[str] | None = None) -> None:
     from tvm.s_tir import meta_schedule as ms
 
     from tuning.backends.components import set_num_threads
-    from tuning.backends.frontends import extract_tuning_tasks, import_torch_model, prepare_for_tuning
+    from tuning.backends.frontends import import_torch_model, prepare_for_compile
     from tuning.backends.latency import measure_in_subprocess
     from tuning.backends.targets import available_cores, make_target
-    from tuning.services import _select_tasks
+    from tuning.pipeline import extract_tasks, select_tasks
 
     threads = args.threads or available_cores()
     set_num_threads(threads)
@@ -298,10 +298,10 @@ def main(argv: list[str] | None = None) -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-doppler-"))
     for name in [m for m in args.models.split(",") if m]:
         model = import_torch_model(name)
-        prepared = prepare_for_tuning(model.mod)
+        extracted = extract_tasks(model, target)  # the product's extraction and selection
+        prepared = prepare_for_compile(model.mod)  # the product's final-build pipeline
         tvm_target = tvm.target.Target(target)
-        extracted = extract_tuning_tasks(prepared, tvm_target)
-        selected = _select_tasks(extracted, args.tasks)
+        selected = select_tasks(extracted, args.tasks)
         res, libs, kernels = {}, {}, {}
         order = [r for r in args.order.split(",") if r]
         if sorted(order) != ["doppler", "local"]:

@@ -44,7 +44,9 @@ class TuningParameters(serializers.Serializer):
     input_shape = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, min_length=1, max_length=8)
     target = serializers.ChoiceField(choices=["llvm", "cuda"], default="llvm")
     trials = serializers.IntegerField(min_value=1, max_value=100000, default=64)
-    trials_per_round = serializers.IntegerField(min_value=1, max_value=512, default=16)
+    trials_per_round = serializers.IntegerField(min_value=1, max_value=512, default=32)
+    min_trials_per_task = serializers.IntegerField(min_value=1, max_value=100000, required=False, allow_null=True,
+                                                   default=None)  # None: one round (trials_per_round)
     max_trials_per_task = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
     max_tasks = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
     runner = serializers.CharField(default="local")
@@ -97,8 +99,13 @@ class TuningParameters(serializers.Serializer):
             except ValueError as err:
                 raise serializers.ValidationError({"options": str(err)}) from None
         if attrs.get("seed_database"):
+            from .backends.database import DatabaseImportError, check_database_name
             from .services import tuning_root
 
+            try:
+                check_database_name(attrs["seed_database"], tuning_root() / "databases")
+            except DatabaseImportError as err:
+                raise serializers.ValidationError({"seed_database": str(err)}) from None
             if not (tuning_root() / "databases" / attrs["seed_database"]).is_dir():
                 raise serializers.ValidationError({"seed_database": f"no imported database {attrs['seed_database']!r}"})
         return attrs

@@ -8,7 +8,8 @@ class TuningConfig(AppConfig):
         from webapp.experiments import ExperimentKind, register_experiment_kind
 
         from .api import TuningParameters
-        from .services import queue_for_parameters, tuning_experiment_run
+        from .experiment import tuning_experiment_run
+        from .services import queue_for_parameters
 
         register_experiment_kind(ExperimentKind(
             kind="tuning", run=tuning_experiment_run, parameters_serializer=TuningParameters,

@@ -11,8 +11,12 @@ runner ``"local"``
     ``run_timeout_s`` (60), ``number`` (3), ``repeat`` (1), ``min_repeat_ms`` (100),
     ``cpu_cache_flush`` (False).
 scheduler ``"gradient"``
-    MetaSchedule's ``GradientBased`` task scheduler (Ansor's gradient allocation, Zheng et al.,
-    OSDI 2020, section 6) with ``alpha`` (0.2) and ``window_size`` (3) from ``setup.options``.
+    Ansor's gradient allocation (Zheng et al., OSDI 2020, section 6) with ``alpha`` (0.2) and
+    ``window_size`` (3) from ``setup.options``, as :func:`tuning.backends.gradient.gradient_scheduler`:
+    every round is measured and committed before the next is built.
+scheduler ``"gradient-tvm"``
+    MetaSchedule's C++ ``GradientBased`` (same options): builds every task's first round before
+    it measures any, so nothing is recorded until then (kept for comparison).
 scheduler ``"round-robin"``
     MetaSchedule's ``RoundRobin``.
 """
@@ -58,6 +62,13 @@ def _local(setup: TuningSetup):
 
 
 def _gradient(setup: TuningSetup):
+    from .gradient import gradient_scheduler
+
+    return gradient_scheduler(alpha=float(setup.options.get("alpha", 0.2)),
+                              window_size=int(setup.options.get("window_size", 3)), seed=setup.seed)
+
+
+def _gradient_tvm(setup: TuningSetup):
     from tvm.s_tir.meta_schedule.task_scheduler import GradientBased
 
     return GradientBased(alpha=float(setup.options.get("alpha", 0.2)),
@@ -72,4 +83,5 @@ def _round_robin(setup: TuningSetup):
 
 register_runner("local", _local)
 register_scheduler("gradient", _gradient)
+register_scheduler("gradient-tvm", _gradient_tvm)
 register_scheduler("round-robin", _round_robin)

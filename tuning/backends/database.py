@@ -31,6 +31,25 @@ RECORD_FILE = "database_tuning_record.json"
 META_FILE = "tandem_meta.json"
 
 
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def check_database_name(name: str, databases_dir: Path | None = None) -> str:
+    """``name`` if it is a plain database NAME: 1-128 of ``[A-Za-z0-9._-]``, not starting with a
+    dot, no path separator (so ``../exp-3`` or ``../../etc`` cannot name another experiment's or
+    the system's directory); with ``databases_dir``, it must also resolve to a directory inside it
+    (a symlink out is refused). Raises :class:`DatabaseImportError` (a ``ValueError``) naming the rule."""
+    if not isinstance(name, str) or not 1 <= len(name) <= 128 or name.startswith(".") or not set(name) <= _NAME_CHARS:
+        raise DatabaseImportError(f"{name!r} is not a database name: use 1-128 letters, digits, '.', '_' or '-', "
+                                  "not starting with '.' and without '/' (see manage.py tuning_db list)")
+    if databases_dir is not None:
+        root = Path(databases_dir).resolve()
+        p = (Path(databases_dir) / name).resolve()
+        if not p.is_relative_to(root) or p == root:
+            raise DatabaseImportError(f"database {name!r} resolves outside the databases directory")
+    return name
+
+
 class DatabaseImportError(ValueError):
     """A MetaSchedule database could not be imported; nothing was written."""
 

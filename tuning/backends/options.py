@@ -101,6 +101,6 @@ def _check_local_and_gradient(options: dict, scheduler: str | None) -> None:
                 raise ValueError(f"{name} must be an integer from {int(lowest)} to {MAX_COUNT}, got {v!r}")
         elif isinstance(v, bool) or not isinstance(v, (int, float)) or not v > lowest:
             raise ValueError(f"{name} must be a number of seconds > 0, got {v!r}")
-    if "window_size" in options and scheduler is not None and scheduler != "gradient":
+    if "window_size" in options and scheduler is not None and scheduler not in ("gradient", "gradient-tvm"):
         raise ValueError(f"option 'window_size' applies to scheduler 'gradient' only; this tuning uses {scheduler!r}"
                          + (" (Trimmer's windows are 'window' and 'grad_window')" if scheduler == "trimmer" else ""))

@@ -1,7 +1,10 @@
 """A tuning experiment with ``scheduler: trimmer`` run by a real Celery worker on PostgreSQL + Redis.
 
 Workload: the built-in ``convnet`` (Conv2d(16, 32, 3) + ReLU + Conv2d(32, 32, 3) on 1x16x32x32),
-LLVM with the host CPU named. Trimmer options: ``patience=1`` (a task stops at its first round
+LLVM with the host CPU named, measured through runner ``doppler`` (its build and measurement
+worker processes live for the whole run; MetaSchedule's ``local`` pair starts fresh ones every
+round, which cost most of this test's time; on 2 threads and 2 cores DOPpler has ONE measurement
+slot, so every round is a plain serial measurement). Trimmer options: ``patience=1`` (a task stops at its first round
 that does not improve its best), every round judged (``preempt_warmup=0``: at 48 trials the
 default cost-model warm-up of 100 candidates would never end) and the model-level stop off, so the run ends when the tasks
 have plateaued or the 48-trial budget (rounds of 4) is spent. Checked against the rules, not
@@ -32,8 +35,8 @@ def test_trimmer_experiment_preempts_and_attributes_energy(monkeypatch, start_wo
     trials = 48
     exp = experiment_create(owner=owner, kind="tuning", parameters={
         "model": "convnet", "target": "llvm", "trials": trials, "trials_per_round": 4, "repeats": 5,
-        "runner": "local", "scheduler": "trimmer", "measure_eager": False,
-        "options": {"builder_workers": 1, "build_timeout_s": 240, "patience": 1, "preempt_warmup": 0,
+        "runner": "doppler", "scheduler": "trimmer", "measure_eager": False,
+        "options": {"doppler": {"build_workers": 1, "build_timeout_s": 240}, "patience": 1, "preempt_warmup": 0,
                     "min_rel_improvement": 0.0},
     })
     wait_for(lambda: Experiment.objects.get(pk=exp.pk).is_terminal, timeout=1500, what="the Trimmer tuning to finish")

@@ -37,6 +37,11 @@ def api(user):
         ({"onnx": "onnx-light-models/missing.onnx"}, "onnx", "no ONNX model"),
         ({"model": "mlp", "trials": 0}, "trials", ""),
         ({"model": "mlp", "seed_database": "never-imported"}, "seed_database", "no imported database"),
+        # issue 24: a NAME only, never a path to another experiment's or the system's files
+        ({"model": "mlp", "seed_database": "../../staticfiles"}, "seed_database", "is not a database name"),
+        ({"model": "mlp", "seed_database": "../../../../etc"}, "seed_database", "is not a database name"),
+        ({"model": "mlp", "seed_database": "../exp-1"}, "seed_database", "is not a database name"),
+        ({"model": "mlp", "seed_database": ".."}, "seed_database", "is not a database name"),
         ({"model": "mlp", "scheduler": "trimmer", "options": {"min_task_improvement": -1}}, "options",
          "min_task_improvement"),
         ({"model": "mlp", "scheduler": "trimmer", "options": {"min_task_improvement": "abc"}}, "options",
@@ -87,6 +92,20 @@ def test_bad_tuning_parameters_are_refused_and_nothing_stored(api, params, field
     assert resp.status_code == 400, resp.content
     assert message in resp.content.decode()
     assert field in resp.json()["parameters"]
+    assert Experiment.objects.count() == 0
+
+
+def test_seed_database_naming_an_existing_experiment_dir_is_refused(api, settings, tmp_path):
+    """The attack of issue 24: ``../exp-<id>`` is a directory that exists (another owner's
+    tuning), so a mere is_dir check let it through as a seed database."""
+    settings.VAR_DIR = tmp_path / "var"
+    victim = settings.VAR_DIR / "tuning" / "exp-41"
+    victim.mkdir(parents=True)
+    (settings.VAR_DIR / "tuning" / "databases").mkdir()
+    resp = api.post("/api/v1/experiments/", {"kind": "tuning", "parameters": {"model": "mlp", "seed_database": "../exp-41"}},
+                    format="json")
+    assert resp.status_code == 400, resp.content
+    assert "is not a database name" in resp.json()["parameters"]["seed_database"][0]
     assert Experiment.objects.count() == 0
 
 

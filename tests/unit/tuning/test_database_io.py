@@ -70,3 +70,22 @@ def test_export_roundtrip(tmp_path):
     summary = export_database(tmp_path / "a", tmp_path / "b")
     assert summary["records"] == 19
     assert json.loads((tmp_path / "b" / "tandem_meta.json").read_text())["num_threads"] == 1
+
+
+@pytest.mark.parametrize("name", ["../../staticfiles", "../../../../etc", "../exp-3", "..", ".hidden", "a/b", "", "x" * 129])
+def test_database_name_is_a_name_never_a_path(name, tmp_path):
+    from tuning.backends.database import DatabaseImportError, check_database_name
+
+    with pytest.raises(DatabaseImportError, match="not a database name"):
+        check_database_name(name, tmp_path)
+
+
+def test_database_name_symlink_out_is_refused(tmp_path):
+    from tuning.backends.database import DatabaseImportError, check_database_name
+
+    (tmp_path / "dbs").mkdir()
+    (tmp_path / "dbs" / "web-llm").mkdir()
+    (tmp_path / "dbs" / "escape").symlink_to(tmp_path)
+    assert check_database_name("web-llm", tmp_path / "dbs") == "web-llm"
+    with pytest.raises(DatabaseImportError, match="outside"):
+        check_database_name("escape", tmp_path / "dbs")

@@ -90,7 +90,7 @@ class Command(BaseCommand):
         parser.add_argument("--input-shape", help="comma-separated, e.g. 1,3,224,224")
         parser.add_argument("--target", default="llvm", choices=["llvm", "cuda"])
         parser.add_argument("--trials", type=int, help="total trial budget (candidates measured), default 64; with --resume: a new budget (e.g. the trials already done, to stop and just compile)")
-        parser.add_argument("--trials-per-round", type=int, default=16)
+        parser.add_argument("--trials-per-round", type=int, default=32, help="candidates per round (MetaSchedule batch), default 32")
         parser.add_argument("--max-trials-per-task", type=int)
         parser.add_argument("--max-tasks", type=int, help="tune only the N tasks with the most weighted FLOP")
         parser.add_argument("--runner", default="local",
@@ -115,7 +115,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         from tuning.api import TuningParameters
-        from tuning.services import tuning_experiment_run
+        from tuning.experiment import tuning_experiment_run
 
         if opts["resume"] is not None:
             try:
@@ -196,3 +196,9 @@ class Command(BaseCommand):
                 f"  tuned   {ms(result['tuned'])}\n  untuned {ms(result['untuned'])}\n  eager   {ms(result.get('eager'))}\n"
                 f"  time split: search {result['search_seconds']:.0f} s, build {result['build_seconds']:.0f} s, "
                 f"measure {result['measure_seconds']:.0f} s")
+            b = result.get("budget") or {}
+            if b:
+                self.stdout.write(
+                    f"  tasks tuned {len(b['tasks_tuned'])}, untuned {len(b['tasks_untuned'])} "
+                    f"(untuned share of weighted FLOPs {b['untuned_flop_share']:.0%})"
+                    + (f"\n  warning: {b['warning']}" if b.get("warning") else ""))

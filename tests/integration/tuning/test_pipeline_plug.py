@@ -1,0 +1,52 @@
+"""``tuning.pipeline.run`` driven with no Django at all (as a notebook or benchmark would): a real
+MetaSchedule tuning of the built-in ``mlp`` (one task, 4 trials in one round) in a child process
+whose ``sys.modules`` never sees Django; every measured round is handed to ``record`` before the
+run returns, and a second call with ``resume`` spends no trial and continues the round numbering.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SCRIPT = r"""
+import json, sys
+from webapp.plug import Collect, no_report
+from tuning import pipeline
+work = sys.argv[1]
+params = {"model": "mlp", "target": "llvm", "trials": 4, "trials_per_round": 4, "repeats": 3, "num_threads": 1,
+          "measure_eager": False, "options": {"builder_workers": 1}, "work_dir": work}
+first = Collect()
+s1 = pipeline.run(params, report=no_report, record=first)
+second = Collect()
+s2 = pipeline.run(params, report=no_report, record=second, resume=first.rows)
+print(json.dumps({"first": first.rows, "s1": s1, "second": second.rows, "s2": s2,
+                  "django": [m for m in sys.modules if m == "django" or m.startswith("django.")]}, default=str))
+"""
+
+
+def test_pipeline_runs_and_resumes_without_django(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "work")], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["django"] == []
+    rounds = got["first"]["rounds"]
+    assert [r["round_index"] for r in rounds] == [0] and len(rounds[0]["candidates"]) == 4
+    assert got["first"]["tasks"][0]["trials_done"] == 0
+    db_lines = [x for x in (tmp_path / "work" / "database_tuning_record.json").read_text().splitlines() if x.strip()]
+    assert got["s1"]["trials_in_database"] == len(db_lines) == 4
+    assert got["s1"]["trials_mirrored"] == 4 and got["s1"]["rounds"] == 1
+    assert got["s1"]["tuned"]["median_s"] > 0 and got["s1"]["untuned"]["median_s"] > 0
+    # resumed: the database already holds the budget, so nothing is measured again
+    assert got["second"].get("rounds") is None
+    assert got["second"]["tasks"][0]["trials_done"] == 4
+    assert got["s2"]["resumed_from_trials"] == 4 and got["s2"]["trials_this_attempt"] == 0
+    assert got["s2"]["rounds"] == 1 and got["s2"]["tuning_wall_seconds"] == pytest.approx(rounds[0]["wall_seconds"])

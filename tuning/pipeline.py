@@ -1,0 +1,423 @@
+"""The tuning engine's Django-free pipeline (the engine plug, :mod:`webapp.plug`).
+
+``run(params, *, report, record, resume=None) -> dict`` imports the model, extracts its tuning
+tasks, tunes them with MetaSchedule ``tune_tasks`` using the builder/runner and task scheduler
+registered under the requested names (:mod:`tuning.backends.registry`), then compiles the model
+with the database applied and measures tuned, untuned and PyTorch-eager latency with the same
+threads. The Celery runner (:func:`tuning.experiment.tuning_experiment_run`), ``manage.py tune``
+and the benchmarks all call it; none drives MetaSchedule's task loop itself.
+
+Rows handed to ``record(table, rows)`` as soon as they exist:
+
+``tasks``
+    one row per selected task at the start of an attempt: ``task_index``, ``name``,
+    ``workload_hash`` (unsigned 64-bit structural hash, as a string), ``weight``, ``flop_count``,
+    ``trials_done`` (records already in the database).
+``rounds``
+    one row per measured round (MetaSchedule batch), from the first one: ``round_index``,
+    ``task_index``, per-phase seconds/joules, cumulative ``wall_seconds``/``joules_total`` (over
+    attempts), ``best_seconds`` (this round's best mean run time, s), ``candidates`` (``index``,
+    ``trace_hash``, ``trace``, ``run_seconds``, ``mean_seconds``, ``error``).
+``task_states``
+    at the end of tuning: ``task_index``, ``state`` (``finished``/``preempted``), ``preempted``.
+``trimmer``
+    Trimmer's report (one row) with ``first_round_index``, for the trimmer scheduler only.
+
+Resumable: the MetaSchedule JSON database in ``params["work_dir"]`` is the state; a run that
+starts again counts the records already there per task and only spends the rest of the trial
+budget; ``resume["rounds"]`` (rows recorded by an earlier attempt) continues round numbering,
+wall time and energy.
+
+Parameters: :data:`DEFAULTS` plus ``work_dir`` (required, a directory path), ``lock_dir``
+(per-device ``flock`` files; default ``<work_dir>/../locks``), ``databases_dir`` (where
+``seed_database`` names live), ``onnx_path`` (an already-resolved ONNX file; the caller resolves
+upload ids and data paths). Raises :class:`tuning.backends.frontends.ModelImportError`,
+:class:`tuning.backends.targets.TargetMismatch`, :class:`tuning.backends.registry.UnknownComponent`,
+``ValueError`` (a model without tunable tasks, a missing ``work_dir``), and lets
+:class:`webapp.plug.Cancelled` from ``report`` propagate after keeping what it measured.
+"""
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+from webapp.plug import Record, Report
+
+log = logging.getLogger(__name__)
+
+#: Defaults of a tuning experiment's parameters (see :class:`tuning.api.TuningParameters`).
+DEFAULTS: dict[str, Any] = {
+    "target": "llvm", "trials": 64, "trials_per_round": 32, "max_trials_per_task": None,
+    "min_trials_per_task": None, "runner": "local", "scheduler": "gradient", "cost_model": "xgb", "seed": 0,
+    "num_threads": None, "repeats": 20, "max_tasks": None, "force_target": False,
+    "seed_database": None, "measure_eager": True, "input_shape": None, "options": {},
+}
+
+
+def default_num_threads() -> int:
+    """The deployment's measurement thread count: ``TANDEM_TUNING_THREADS`` or all usable cores."""
+    from .backends.targets import available_cores
+
+    return int(os.environ.get("TANDEM_TUNING_THREADS") or available_cores())
+
+
+@contextmanager
+def device_lock(device: str, lock_dir: Path, report: Report | None = None) -> Iterator[None]:
+    """One tuning per device at a time on this machine: an exclusive ``flock`` on
+    ``<lock_dir>/<device>.lock``, waited for while reporting (so a cancel stops the wait)."""
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    with open(lock_dir / f"{device}.lock", "w") as fh:
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if report is not None:
+                    report(0, f"waiting for the {device} device (another tuning holds it)")
+                time.sleep(2)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def load_model(params: Mapping[str, Any]):
+    """Import the model named by ``params``: ``onnx_path`` (with optional ``onnx_shapes``) or
+    ``model`` (with optional ``input_shape``). Returns :class:`tuning.backends.frontends.ImportedModel`;
+    raises :class:`tuning.backends.frontends.ModelImportError`."""
+    from .backends.frontends import ModelImportError, import_onnx, import_torch_model
+
+    if params.get("onnx_path"):
+        return import_onnx(Path(params["onnx_path"]), shape_dict=params.get("onnx_shapes") or None)
+    if not params.get("model"):
+        raise ModelImportError("give a model name or an ONNX file")
+    return import_torch_model(params["model"], params.get("input_shape"))
+
+
+def extract_tasks(model: Any, target: Mapping[str, Any]) -> list[Any]:
+    """The model's MetaSchedule tuning tasks (``ExtractedTask`` list) under ``target`` (a TVM
+    target dict), after the engine's tuning pipeline (:func:`tuning.backends.frontends.prepare_for_tuning`)."""
+    import tvm
+
+    from .backends.frontends import extract_tuning_tasks, prepare_for_tuning
+
+    return extract_tuning_tasks(prepare_for_tuning(model.mod), tvm.target.Target(dict(target)))
+
+
+def select_tasks(extracted: list[Any], max_tasks: int | None) -> list[int]:
+    """Indices of the tasks to tune: all, or the ``max_tasks`` with the largest weight x FLOP
+    (``ExtractedTask.weight`` x ``estimate_tir_flops``; ties by order), kept in extraction order."""
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    idx = list(range(len(extracted)))
+    if max_tasks is None or max_tasks >= len(idx):
+        return idx
+    cost = {i: extracted[i].weight * float(estimate_tir_flops(extracted[i].dispatched[0])) for i in idx}
+    keep = sorted(idx, key=lambda i: (-cost[i], i))[:max_tasks]
+    return sorted(keep)
+
+
+def budget_plan(costs: list[float], trials: int, minimum: int) -> dict[str, Any]:
+    """Spread ``trials`` over tasks of cost ``costs`` (task weight x FLOPs, one per task): each
+    task gets ``minimum`` trials, the rest in proportion to its cost (largest remainders). When
+    ``trials < len(costs) * minimum`` the plan is ``short``: only ``trials // minimum`` tasks (the
+    costliest) can get their minimum, and ``warning`` says so with the numbers. Returns
+    ``{"per_task": [int, ...], "needed": int, "short": bool, "warning": str | None}``; ``ValueError``
+    for ``minimum < 1`` or a negative cost."""
+    if minimum < 1:
+        raise ValueError(f"minimum trials per task must be >= 1, got {minimum}")
+    if any(c < 0 for c in costs):
+        raise ValueError("task costs must be >= 0")
+    n = len(costs)
+    needed = n * minimum
+    if trials < needed:
+        order = sorted(range(n), key=lambda i: (-costs[i], i))
+        per = [0] * n
+        for i in order[: trials // minimum]:
+            per[i] = minimum
+        if trials % minimum and trials // minimum < n:
+            per[order[trials // minimum]] = trials % minimum
+        covered = sum(1 for x in per if x >= minimum)
+        share = sum(costs[i] for i in range(n) if per[i] < minimum) / (sum(costs) or 1.0)
+        return {"per_task": per, "needed": needed, "short": True,
+                "warning": f"a budget of {trials} trials covers {covered} of {n} tasks at {minimum} trials each; "
+                           f"{needed} trials are needed to tune every task ({share:.0%} of the model's weighted "
+                           f"FLOPs would stay untuned)"}
+    extra = trials - needed
+    total = sum(costs) or 1.0
+    exact = [extra * c / total for c in costs]
+    per = [minimum + int(x) for x in exact]
+    left = trials - sum(per)
+    for i in sorted(range(n), key=lambda i: (-(exact[i] - int(exact[i])), i))[:left]:
+        per[i] += 1
+    return {"per_task": per, "needed": needed, "short": False, "warning": None}
+
+
+def run(params: Mapping[str, Any], *, report: Report, record: Record,
+        resume: Mapping[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """Run (or resume) one tuning; returns the JSON-serialisable summary. See the module docstring."""
+    from .backends.targets import device_of, make_target
+
+    params = {**DEFAULTS, **dict(params)}
+    if not params.get("work_dir"):
+        raise ValueError("tuning pipeline: params['work_dir'] (the database directory) is required")
+    work_dir = Path(params["work_dir"])
+    num_threads = int(params["num_threads"] or default_num_threads())
+    target = make_target(params["target"], num_threads)
+    lock_dir = Path(params.get("lock_dir") or work_dir.parent / "locks")
+    with device_lock(device_of(target), lock_dir, report):
+        return _run(params, report, record, dict(resume or {}), target, num_threads, work_dir)
+
+
+def _run(params: dict[str, Any], report: Report, record: Record, resume: dict[str, list[dict[str, Any]]],
+         target: dict[str, Any], num_threads: int, work_dir: Path) -> dict[str, Any]:
+    import tvm_ffi
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    from .backends import database as dbmod
+    from .backends.callbacks import RoundAccountingCallback, RoundClock, TimedBuilder, TimedRunner
+    from .backends.components import set_num_threads
+    from .backends.energy import make_energy_meter
+    from .backends.frontends import prepare_for_compile
+    from .backends.registry import TuningSetup, make_runner, make_scheduler
+    from .backends.targets import TargetMismatch, check_same_target, device_of
+
+    set_num_threads(num_threads)  # this process's own TVM runtime (compile-time checks) too
+    work_dir.mkdir(parents=True, exist_ok=True)
+    report(1, "importing the model")
+    model = load_model(params)
+    extracted = extract_tasks(model, target)
+    if not extracted:
+        raise ValueError(f"model {model.name} has no tunable tasks")
+    selected = select_tasks(extracted, params["max_tasks"])
+
+    # --- the database: seed, target check, meta ------------------------------------------
+    force = bool(params["force_target"])
+    if params.get("seed_database") and not (work_dir / dbmod.RECORD_FILE).exists():
+        if not params.get("databases_dir"):
+            raise ValueError("seed_database given but params['databases_dir'] is not set")
+        dbmod.check_database_name(str(params["seed_database"]), Path(params["databases_dir"]))  # never a path
+        src = Path(params["databases_dir"]) / str(params["seed_database"])
+        for tgt in dbmod.record_targets(src):
+            check_same_target(tgt, target, force=force, what=f"seed database {params['seed_database']!r}")
+        dbmod.export_database(src, work_dir)
+    meta = dbmod.read_meta(work_dir)
+    if meta is not None:
+        check_same_target(meta["target"], target, force=force, what=f"the database in {work_dir}")
+        if int(meta.get("num_threads", num_threads)) != num_threads and not force:
+            raise TargetMismatch(f"the database in {work_dir} was measured with {meta['num_threads']} threads, "
+                                 f"this run uses {num_threads}; pass force_target to reuse it")
+    for tgt in dbmod.record_targets(work_dir):
+        check_same_target(tgt, target, force=force, what=f"the database in {work_dir}")
+    dbmod.write_meta(work_dir, target=target, num_threads=num_threads)
+    database = dbmod.open_database(work_dir)
+
+    # --- tasks and what is already done ----------------------------------------------------
+    done_by_hash = dbmod.count_records_by_workload(database)
+    trials = int(params["trials"])
+    per_task_cap = int(params["max_trials_per_task"]) if params["max_trials_per_task"] else None
+    task_info: dict[int, dict[str, Any]] = {}
+    done_total = 0
+    for i in selected:
+        mod = extracted[i].dispatched[0]
+        h = int(tvm_ffi.structural_hash(mod))
+        done = done_by_hash.get(h, 0)
+        done_total += done
+        task_info[i] = {"task_index": i, "name": extracted[i].task_name, "workload_hash": str(h & 0xFFFFFFFFFFFFFFFF),
+                        "weight": float(extracted[i].weight), "flop_count": float(estimate_tir_flops(mod)),
+                        "trials_done": done}
+    record("tasks", [task_info[i] for i in selected])
+    # the budget over every task: weight x FLOPs, at least one round each (issue 20)
+    minimum = int(params.get("min_trials_per_task") or params["trials_per_round"])
+    plan = budget_plan([task_info[i]["weight"] * task_info[i]["flop_count"] for i in selected], trials, minimum)
+    if plan["warning"]:
+        log.warning("tuning %s: %s", model.name, plan["warning"])
+        report(2, plan["warning"][:200])
+    remaining = max(0, trials - done_total)
+    to_tune = [i for i in selected if per_task_cap is None or task_info[i]["trials_done"] < per_task_cap]
+    resumed_from = done_total
+    log.info("tuning %s: %d tasks, %d trials already in the database, %d to go", model.name, len(to_tune), done_total, remaining)
+
+    # --- components --------------------------------------------------------------------------
+    meter = make_energy_meter(device_of(target))
+    setup = TuningSetup(target=target, num_threads=num_threads, work_dir=work_dir, seed=int(params["seed"]),
+                        max_trials_global=trials, num_trials_per_iter=int(params["trials_per_round"]),
+                        energy_meter=meter, options=dict(params.get("options") or {}))
+    earlier = list(resume.get("rounds") or [])
+    first_round = (max(int(r["round_index"]) for r in earlier) + 1) if earlier else 0
+    wall_offset = float(earlier[-1]["wall_seconds"]) if earlier else 0.0
+    joule_offset = float(earlier[-1]["joules_total"]) if earlier else 0.0
+    rounds: list[dict[str, Any]] = list(earlier)
+    cancelled: list[BaseException] = []
+    trials_seen = [done_total]
+    index_of = {pos: i for pos, i in enumerate(to_tune)}
+    last_pct = [1.0]
+
+    def progress(pct: float, msg: str) -> None:
+        last_pct[0] = pct
+        report(pct, msg)
+
+    def on_round(summary) -> None:
+        row = _round_row(summary, index_of[summary.task_id], wall_offset, joule_offset)
+        record("rounds", [row])  # committed before the next batch is built
+        rounds.append(row)
+        trials_seen[0] += len(summary.candidates)
+        try:
+            progress(5 + 80 * min(1.0, trials_seen[0] / max(1, trials)),
+                     f"{trials_seen[0]}/{trials} trials, round {summary.round_index}")
+        except BaseException as err:  # Cancelled: stop at this batch, TVM unwinds its loop
+            cancelled.append(err)
+            raise
+
+    tuning_seconds = tuning_joules = 0.0
+    scheduler_rep = None
+    if remaining > 0 and to_tune:
+        builder, runner = make_runner(params["runner"], setup)
+        scheduler = make_scheduler(params["scheduler"], setup)
+        clock = RoundClock(meter)
+        callback = RoundAccountingCallback(clock, on_round, first_round_index=first_round,
+                                           round_details=getattr(runner, "round_details", None))
+        contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+            [extracted[i] for i in to_tune], str(work_dir), num_threads=num_threads, seed=int(params["seed"]))
+        progress(5 + 80 * min(1.0, done_total / max(1, trials)),
+                 f"tuning {len(to_tune)} tasks, {remaining} trials" + (f" (resumed: {done_total} done)" if done_total else ""))
+        try:
+            ms.tune_tasks(
+                tasks=contexts, task_weights=weights, work_dir=str(work_dir), max_trials_global=remaining,
+                max_trials_per_task=per_task_cap, num_trials_per_iter=int(params["trials_per_round"]),
+                builder=TimedBuilder(builder, clock), runner=TimedRunner(runner, clock), database=database,
+                cost_model=params["cost_model"],
+                measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), callback],
+                task_scheduler=scheduler,
+            )
+        except Exception:
+            if cancelled:
+                raise cancelled[0] from None
+            raise
+        finally:
+            if callable(getattr(runner, "close", None)):  # runners with worker processes (DOPpler)
+                runner.close()
+        end = meter.read()
+        tuning_seconds, tuning_joules = end.seconds, end.joules
+        scheduler_rep = scheduler_report(scheduler)  # Trimmer: preemptions and energy attribution
+        if scheduler_rep is not None:
+            record("trimmer", [{**scheduler_rep, "first_round_index": first_round,
+                                "task_indices": list(to_tune)}])
+        states = []
+        for pos, i in enumerate(to_tune):
+            entry = scheduler_rep["tasks"][pos] if scheduler_rep is not None and len(scheduler_rep["tasks"]) > pos else None
+            pre = bool(entry is not None and entry.get("preempted_at_round") is not None)
+            states.append({"task_index": i, "state": "preempted" if pre else "finished", "preempted": pre})
+        record("task_states", states)
+    else:
+        record("task_states", [{"task_index": i, "state": "finished", "preempted": False} for i in selected])
+
+    # --- result ------------------------------------------------------------------------------------
+    progress(88, "compiling tuned and untuned builds")
+    result = measure_result(model, prepare_for_compile(model.mod), target, num_threads, database, work_dir, params, progress)
+    split = {k: sum(float(r[k]) for r in rounds) for k in
+             ("search_seconds", "build_seconds", "measure_seconds", "search_joules", "build_joules", "measure_joules")}
+    last = rounds[-1] if rounds else None
+    summary = {
+        "model": model.name, "source": model.source, "target": target, "num_threads": num_threads,
+        "host_cpu": target.get("mcpu") or (target.get("host") or {}).get("mcpu"),
+        "tasks": len(selected), "tasks_in_model": len(extracted),
+        "trials_budget": trials, "trials_in_database": sum(dbmod.count_records_by_workload(database).values()),
+        "trials_mirrored": sum(len(r["candidates"]) for r in rounds), "resumed_from_trials": resumed_from,
+        "trials_this_attempt": trials_seen[0] - done_total,
+        "rounds": len(rounds), "runner": params["runner"], "scheduler": params["scheduler"],
+        "tuning_wall_seconds": float(last["wall_seconds"]) if last else 0.0,
+        "tuning_joules": float(last["joules_total"]) if last else 0.0,
+        "this_attempt_seconds": tuning_seconds, "this_attempt_joules": tuning_joules,
+        "energy_source": meter.source, "energy_measured": meter.measured, "energy_sources": meter.sources,
+        **split, **result, "work_dir": str(work_dir),
+    }
+    summary["budget"] = _coverage(database, extracted, selected, task_info, plan, minimum)
+    if scheduler_rep is not None:
+        summary["trimmer"] = {k: v for k, v in scheduler_rep.items() if k != "rounds"}
+    return summary
+
+
+def _coverage(database: Any, extracted: list[Any], selected: list[int], task_info: dict[int, dict[str, Any]],
+              plan: dict[str, Any], minimum: int) -> dict[str, Any]:
+    """Tasks tuned (a valid record in the database) and untuned, and the untuned tasks' share of
+    the model's weighted FLOPs (an estimate of their share of its untuned time: FLOPs, not
+    measured per-task time)."""
+    from .backends.trimmer import database_best_seconds
+
+    tuned, untuned = [], []
+    for i in selected:
+        mod = extracted[i].dispatched[0]
+        has = database.has_workload(mod) and database_best_seconds(database, mod) is not None
+        (tuned if has else untuned).append(task_info[i]["name"])
+    cost = {task_info[i]["name"]: task_info[i]["weight"] * task_info[i]["flop_count"] for i in selected}
+    total = sum(cost.values()) or 1.0
+    return {"minimum_trials_per_task": minimum, "trials_needed_for_every_task": plan["needed"],
+            "short": plan["short"], "warning": plan["warning"], "planned_trials_per_task": plan["per_task"],
+            "tasks_tuned": tuned, "tasks_untuned": untuned,
+            "untuned_flop_share": sum(cost[n] for n in untuned) / total,
+            "untuned_flop_share_note": "weighted-FLOP share of the untuned tasks (estimate, not measured time)"}
+
+
+def scheduler_report(scheduler: Any) -> dict | None:
+    """The scheduler's Trimmer report (dict) or None for schedulers without one (built-ins)."""
+    rep_fn = getattr(scheduler, "report", None)
+    rep = rep_fn() if callable(rep_fn) else None
+    return rep if isinstance(rep, dict) and rep.get("scheduler") == "trimmer" else None
+
+
+def _round_row(summary: Any, task_index: int, wall_offset: float, joule_offset: float) -> dict[str, Any]:
+    """A :class:`tuning.backends.callbacks.RoundSummary` as a JSON row (table ``rounds``)."""
+    return {
+        "round_index": int(summary.round_index), "task_index": int(task_index),
+        "num_candidates": len(summary.candidates), "num_errors": sum(1 for c in summary.candidates if c.error),
+        "search_seconds": summary.search_seconds, "build_seconds": summary.build_seconds,
+        "measure_seconds": summary.measure_seconds, "search_joules": summary.search_joules,
+        "build_joules": summary.build_joules, "measure_joules": summary.measure_joules,
+        "energy_source": summary.energy_source, "energy_measured": bool(summary.energy_measured),
+        "wall_seconds": wall_offset + summary.wall_seconds, "joules_total": joule_offset + summary.joules_total,
+        "best_seconds": summary.best_seconds, "details": dict(summary.details or {}),
+        "candidates": [{"index": c.index, "trace_hash": c.trace_hash, "trace": c.trace, "run_seconds": list(c.run_seconds),
+                        "mean_seconds": c.mean_seconds, "error": c.error[:4000]} for c in summary.candidates],
+    }
+
+
+def measure_result(model: Any, prepared: Any, target: dict[str, Any], num_threads: int, database: Any, work_dir: Path,
+                   params: Mapping[str, Any], report: Callable[[float, str], None]) -> dict[str, Any]:
+    """Compile tuned (database applied) and untuned (empty database, same pipeline) builds,
+    export them into ``work_dir``, and measure both plus PyTorch eager in fresh subprocesses with
+    the same threads (:func:`tuning.backends.latency.measure_in_subprocess`). Returns
+    ``{"tuned", "untuned", "eager", "speedup_vs_untuned"}`` (latency dicts in seconds)."""
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    from .backends.latency import measure_in_subprocess
+
+    tvm_target = tvm.target.Target(target)
+    libs = {}
+    # ``prepared`` is the module before legalisation/fusion (see frontends.prepare_for_compile)
+    for label, db in (("tuned", database), ("untuned", ms.database.MemoryDatabase())):
+        ex = ms.relax_integration.compile_relax(db, prepared, tvm_target, None)
+        path = work_dir / f"{label}.so"
+        ex.export_library(str(path))
+        libs[label] = path
+    device = "cuda" if target.get("kind") == "cuda" else "cpu"
+    repeats = int(params["repeats"])
+    out: dict[str, Any] = {}
+    for pct, label in ((91, "untuned"), (94, "tuned")):
+        report(pct, f"measuring the {label} build")
+        out[label] = measure_in_subprocess("tvm", str(libs[label]), model.input_shapes, model.input_dtypes,
+                                           threads=num_threads, repeats=repeats, device=device)
+    out["eager"] = None
+    if params["measure_eager"] and model.torch_module is not None and device == "cpu":
+        report(97, "measuring PyTorch eager")
+        out["eager"] = measure_in_subprocess("torch", model.name, model.input_shapes, model.input_dtypes,
+                                             threads=num_threads, repeats=repeats)
+    out["speedup_vs_untuned"] = out["untuned"]["median_s"] / out["tuned"]["median_s"]
+    return out
