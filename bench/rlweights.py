@@ -85,7 +85,7 @@ def main() -> None:
                                       for r in sub if r["method"] == "ppo"]))
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     with open(a.out, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=["scenario", "seed", "method", "best_metric", "improvement_vs_equal_percent", "best_weights"])
+        w = csv.DictWriter(fh, fieldnames=["scenario", "seed", "method", "best_metric", "improvement_vs_equal_percent", "best_weights", "skipped"])
         w.writeheader()
         for r in rows:
             w.writerow({**r, "best_weights": " ".join(map(str, r["best_weights"]))})

@@ -466,7 +466,8 @@ class PodTopologySpread(ScorePlugin):
     (``ScheduleAnyway``) only. For each constraint, ``cnt`` = matching pods in the node's
     topology domain (all nodes with the key count); raw score ``round(sum_c cnt_c * w_c +
     (maxSkew_c - 1))`` with ``w_c = log(size_c + 2)``, ``size_c`` = number of topology domains
-    among the feasible nodes. Nodes lacking a constraint's key are ignored (score 0).
+    among the feasible nodes. Nodes lacking a constraint's key are ignored (score 0); when no
+    node carries the key, every node scores 0 (the plugin cannot tell them apart).
     NormalizeScore: ``100 * (max + min - s) // max`` over non-ignored nodes (100 for all when
     max is 0). A pod without soft constraints gets 0 everywhere (the plugin is skipped)."""
 
@@ -484,7 +485,9 @@ class PodTopologySpread(ScorePlugin):
             ignored |= d_idx < 0
             counts = state.matching_pods(pod.namespace, c.match_labels)
             has = dom >= 0
-            per_domain = np.bincount(dom[has], weights=counts[has], minlength=int(dom.max()) + 1)
+            # minlength >= 1: when no node carries the key every node is ignored (kube's
+            # IgnoredNodes in PreScore) and the lookup below must still be in bounds
+            per_domain = np.bincount(dom[has], weights=counts[has], minlength=max(int(dom.max()) + 1, 1))
             size = len(np.unique(d_idx[d_idx >= 0]))
             w = math.log(size + 2)
             cnt_arr = np.where(d_idx >= 0, per_domain[np.maximum(d_idx, 0)], 0.0)
