@@ -82,6 +82,17 @@ def test_hill_climbing_improves_on_quadratic():
     assert best_of(hist)[1] < hist[0][1]
 
 
+def test_cma_es_beats_random_search_at_the_same_budget_on_a_quadratic():
+    q = Quadratic([20, 80, 20, 80, 20, 80, 20])
+    for seed in range(5):
+        cma = BASELINES["cma-es"](q, 150, np.random.default_rng(seed), 1, 100)
+        rnd = BASELINES["random-search"](q, 150, np.random.default_rng(seed), 1, 100)
+        assert len(cma) == 150 and best_of(cma)[1] < best_of(rnd)[1]
+    # partial last generation: the budget is exact; same seed, same history
+    a = BASELINES["cma-es"](q, 10, np.random.default_rng(3), 1, 100)
+    assert len(a) == 10 and a == BASELINES["cma-es"](q, 10, np.random.default_rng(3), 1, 100)
+
+
 KNOWN_V1_SCORE_PLUGINS = {"NodeResourcesFit", "NodeResourcesBalancedAllocation", "ImageLocality", "PodTopologySpread",
                           "TaintToleration", "NodeAffinity", "InterPodAffinity", "VolumeBinding"}
 
