@@ -22,7 +22,12 @@ def compare(scenarios: Sequence[Scenario], budget: int, seeds: Sequence[int], mo
     ``improvement_vs_equal_percent``. The seed drives both the method's generator and, for a
     :class:`~rlweights.core.env.SimScenario`, the scheduler's tie-break generator in the
     simulation, identically for every method. ``model``/``cfg``: a trained PPO policy to include as
-    method ``"ppo"``. ``progress(done, total)`` after each scenario and seed."""
+    method ``"ppo"``. ``progress(done, total)`` after each scenario and seed.
+
+    A scenario whose equal-weights metric is not positive (an empty window, or one where no
+    invocation could be served) has no defined improvement: it gets a single row per seed with
+    ``method = "equal"``, ``improvement_vs_equal_percent = None`` and ``skipped`` giving the
+    reason, and no method is run on it. :func:`summarise` leaves such rows out and counts them."""
     from .sb3 import policy_experiment
 
     rows = []
@@ -31,6 +36,15 @@ def compare(scenarios: Sequence[Scenario], budget: int, seeds: Sequence[int], mo
     for base in scenarios:
         for seed in seeds:
             sc = dataclasses.replace(base, seed=seed, _cache={}) if isinstance(base, SimScenario) else base
+            eq_w, eq_m = best_of(METHODS["equal"](sc, budget, np.random.default_rng(seed), w_min, w_max))
+            if not eq_m > 0:
+                rows.append({"scenario": sc.name, "seed": seed, "method": "equal", "best_metric": eq_m,
+                             "best_weights": list(eq_w), "improvement_vs_equal_percent": None,
+                             "skipped": "equal-weights metric is not positive (empty window or nothing served)"})
+                done += 1
+                if progress:
+                    progress(done, total)
+                continue
             results = {}
             for name, fn in METHODS.items():
                 hist = fn(sc, budget, np.random.default_rng(seed), w_min, w_max)
@@ -50,9 +64,12 @@ def compare(scenarios: Sequence[Scenario], budget: int, seeds: Sequence[int], mo
 def summarise(rows: list[dict]) -> dict:
     """Mean and standard deviation (over scenarios and seeds) of each method's improvement over
     equal weights; and, if ``ppo`` is present, PPO's improvement over the best baseline
-    (the baseline with the highest mean improvement), ``100 * (L_base - L_ppo) / L_base`` per row."""
+    (the baseline with the highest mean improvement), ``100 * (L_base - L_ppo) / L_base`` per row.
+    Rows marked ``skipped`` by :func:`compare` are left out; ``skipped_rows`` counts them."""
+    skipped = sum(1 for r in rows if r.get("skipped"))
+    rows = [r for r in rows if not r.get("skipped")]
     methods = sorted({r["method"] for r in rows})
-    out = {"methods": {}}
+    out = {"methods": {}, "skipped_rows": skipped}
     for m in methods:
         x = np.array([r["improvement_vs_equal_percent"] for r in rows if r["method"] == m])
         out["methods"][m] = {"mean_improvement_vs_equal_percent": float(x.mean()), "std": float(x.std())}

@@ -1,6 +1,6 @@
 """Baselines for the weight-optimisation experiment, each given the same step budget (number of
 weight vectors measured): equal weights, kube-scheduler's default weights, random search, hill
-climbing. (Optuna TPE lives in :mod:`rlweights.backends.tpe`, as it imports optuna.)
+climbing, CMA-ES. (Optuna TPE lives in :mod:`rlweights.backends.tpe`, as it imports optuna.)
 
 Every method returns its history ``[(weights, metric), ...]``; the result of an experiment is
 the best (lowest) metric in it (:func:`best_of`).
@@ -49,9 +49,60 @@ def hill_climbing(scenario: Scenario, budget: int, rng: np.random.Generator, w_m
     return run_experiment(scenario, propose, budget)
 
 
+def cma_es(scenario: Scenario, budget: int, rng: np.random.Generator, w_min: int = 1, w_max: int = 100,
+           sigma0: float = 0.3):
+    """CMA-ES, (mu/mu_w, lambda) with rank-one and rank-mu updates and cumulative step-size
+    adaptation, default strategy parameters of Hansen, "The CMA Evolution Strategy: A Tutorial"
+    (arXiv:1604.00772, Table 1 and Fig. 6): ``lambda = 4 + floor(3 ln n)`` (9 for n = 7).
+    Searches ``x in [0, 1]^n`` from the centre with step ``sigma0``; a candidate is measured as
+    ``round(w_min + clip(x, 0, 1) * (w_max - w_min))``. Stops after ``budget`` measurements
+    (the last generation may be partial). Returns ``[(weights, metric), ...]``."""
+    n = N_PLUGINS
+    lam = 4 + int(3 * np.log(n))
+    mu = lam // 2
+    wts = np.log(mu + 0.5) - np.log(np.arange(1, mu + 1))
+    wts /= wts.sum()
+    mueff = 1.0 / float(np.sum(wts**2))
+    cc = (4 + mueff / n) / (n + 4 + 2 * mueff / n)
+    cs = (mueff + 2) / (n + mueff + 5)
+    c1 = 2 / ((n + 1.3) ** 2 + mueff)
+    cmu = min(1 - c1, 2 * (mueff - 2 + 1 / mueff) / ((n + 2) ** 2 + mueff))
+    damps = 1 + 2 * max(0.0, np.sqrt((mueff - 1) / (n + 1)) - 1) + cs
+    chi_n = np.sqrt(n) * (1 - 1 / (4 * n) + 1 / (21 * n * n))
+    mean, sigma = np.full(n, 0.5), sigma0
+    cov, pc, ps = np.eye(n), np.zeros(n), np.zeros(n)
+    hist: list[tuple[list[int], float]] = []
+    gen = 0
+    while len(hist) < budget:
+        evals, basis = np.linalg.eigh(cov)
+        d = np.sqrt(np.maximum(evals, 1e-20))
+        y = (rng.standard_normal((lam, n)) * d) @ basis.T  # y_k ~ N(0, C)
+        f = []
+        for k in range(lam):
+            if len(hist) == budget:
+                return hist
+            w = np.round(w_min + np.clip(mean + sigma * y[k], 0, 1) * (w_max - w_min)).astype(np.int64)
+            m = float(scenario.evaluate(w))
+            hist.append((w.tolist(), m))
+            f.append(m)
+        sel = y[np.argsort(f, kind="stable")[:mu]]
+        y_w = wts @ sel
+        mean = mean + sigma * y_w
+        c_inv_sqrt = basis @ np.diag(1 / d) @ basis.T
+        ps = (1 - cs) * ps + np.sqrt(cs * (2 - cs) * mueff) * (c_inv_sqrt @ y_w)
+        gen += 1
+        hsig = float(np.linalg.norm(ps) / np.sqrt(1 - (1 - cs) ** (2 * gen)) / chi_n < 1.4 + 2 / (n + 1))
+        pc = (1 - cc) * pc + hsig * np.sqrt(cc * (2 - cc) * mueff) * y_w
+        cov = ((1 - c1 - cmu) * cov + c1 * (np.outer(pc, pc) + (1 - hsig) * cc * (2 - cc) * cov)
+               + cmu * (sel.T * wts) @ sel)
+        sigma *= float(np.exp((cs / damps) * (np.linalg.norm(ps) / chi_n - 1)))
+    return hist
+
+
 BASELINES = {
     "equal": equal_weights,
     "kube-default": kube_default,
     "random-search": random_search,
     "hill-climbing": hill_climbing,
+    "cma-es": cma_es,
 }

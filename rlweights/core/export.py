@@ -10,9 +10,11 @@ written as:
 - ``wM == 0``: ``NodeResourcesFit`` weight ``wL``, ``scoringStrategy.type: LeastAllocated``;
 - ``wL == 0``: weight ``wM``, ``MostAllocated``;
 - both > 0: weight ``W = wL + wM`` with ``RequestedToCapacityRatio`` and the two-point shape
-  ``utilization 0 -> 10 * wL / W``, ``utilization 100 -> 10 * wM / W`` (shape scores are
-  integers 0..10, so rounded): since ``wL * (100 - u) + wM * u`` is linear in utilisation ``u``,
-  that shape reproduces the weighted sum up to that rounding.
+  :func:`rlweights.core.scheduler.fit_shape` (``utilization 0 -> 10 * wL / W``,
+  ``utilization 100 -> 10 * wM / W``, rounded to kube's integer shape scores 0..10). The model
+  (:class:`rlweights.core.scheduler.Scheduler`) scores such a pair with kube's own
+  RequestedToCapacityRatio arithmetic for that shape, so the exported configuration means what
+  the model measured (tests/unit/rlweights/test_export_fidelity.py).
 
 Weights of 0 leave a plugin out (kube-scheduler needs positive weights). ``InterPodAffinity``
 is not modelled, so the export disables it with the other defaults.
@@ -26,10 +28,11 @@ from __future__ import annotations
 
 import yaml
 
-from .scheduler import SCORE_PLUGIN_NAMES, weights_vector
+from .scheduler import MAX_CUSTOM_PRIORITY_SCORE, SCORE_PLUGIN_NAMES, fit_shape, weights_vector
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
-MAX_CUSTOM_PRIORITY_SCORE = 10  # RequestedToCapacityRatio shape scores are 0..10
+__all__ = ["MAX_CUSTOM_PRIORITY_SCORE", "kube_scheduler_config", "kube_scheduler_config_yaml",
+           "volcano_nodeorder_arguments", "volcano_scheduler_conf_yaml"]
 
 VOLCANO_ARGS = {
     "NodeResourcesLeastAllocated": "leastrequested.weight",
@@ -57,13 +60,10 @@ def kube_scheduler_config(weights, scheduler_name: str = "tandem-learned") -> di
         elif wl == 0:
             strategy = {"type": "MostAllocated", "resources": resources}
         else:
-            total = wl + wm
             strategy = {
                 "type": "RequestedToCapacityRatio", "resources": resources,
                 "requestedToCapacityRatio": {"shape": [
-                    {"utilization": 0, "score": round(MAX_CUSTOM_PRIORITY_SCORE * wl / total)},
-                    {"utilization": 100, "score": round(MAX_CUSTOM_PRIORITY_SCORE * wm / total)},
-                ]},
+                    {"utilization": u, "score": sc} for u, sc in fit_shape(wl, wm)]},
             }
         plugin_config.append({"name": "NodeResourcesFit", "args": {"scoringStrategy": strategy}})
     for name in SCORE_PLUGIN_NAMES[2:]:

@@ -421,6 +421,82 @@ class MostAllocated(ScorePlugin):
         return (s_cpu + s_mem) // 2
 
 
+#: ``config.MaxCustomPriorityScore`` (pkg/scheduler/apis/config/types_pluginargs.go): shape
+#: scores of ``RequestedToCapacityRatio`` are integers 0..10 (11 levels).
+MAX_CUSTOM_PRIORITY_SCORE = 10
+
+
+def fit_shape(w_least: int, w_most: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The two-point ``RequestedToCapacityRatio`` shape ``((0, s0), (100, s100))`` standing for
+    the pair of weights (LeastAllocated ``w_least``, MostAllocated ``w_most``), both > 0:
+    ``s0 = floor(10 * wL / W + 1/2)``, ``s100 = floor(10 * wM / W + 1/2)`` with ``W = wL + wM``
+    (``wL * (100 - u) + wM * u`` is linear in utilisation ``u``; the shape keeps it up to kube's
+    11 score levels). Used both by the model (:class:`RequestedToCapacityRatio`) and by the
+    export (:mod:`rlweights.core.export`), so the two cannot drift apart."""
+    total = w_least + w_most
+    if w_least <= 0 or w_most <= 0:
+        raise SchedulingError("fit_shape needs both weights > 0")
+    return ((0, (2 * MAX_CUSTOM_PRIORITY_SCORE * w_least + total) // (2 * total)),
+            (100, (2 * MAX_CUSTOM_PRIORITY_SCORE * w_most + total) // (2 * total)))
+
+
+def _go_div(a: np.ndarray, b) -> np.ndarray:
+    """Go's integer division (truncates toward zero), element-wise on int64 arrays."""
+    q = np.abs(a) // np.abs(b)
+    return np.where((a < 0) != (np.asarray(b) < 0), -q, q)
+
+
+def broken_linear(shape, p: np.ndarray) -> np.ndarray:
+    """``helper.BuildBrokenLinearFunction`` (pkg/scheduler/framework/plugins/helper/shape_score.go):
+    the piecewise-linear function through ``shape = [(utilization, score), ...]`` (utilization
+    ascending) at integer utilisations ``p`` (int64 array), in Go integer arithmetic: below the
+    first point its score, above the last point its score, between points
+    ``s[i-1] + (s[i] - s[i-1]) * (p - u[i-1]) / (u[i] - u[i-1])`` truncated toward zero."""
+    p = np.asarray(p, np.int64)
+    out = np.full(p.shape, shape[-1][1], np.int64)
+    done = np.zeros(p.shape, bool)
+    for i, (u, sc) in enumerate(shape):
+        hit = ~done & (p <= u)
+        if i == 0:
+            out[hit] = sc
+        else:
+            u0, s0 = shape[i - 1]
+            out[hit] = s0 + _go_div((sc - s0) * (p[hit] - u0), u - u0)
+        done |= hit
+    return out
+
+
+class RequestedToCapacityRatio(ScorePlugin):
+    """``NodeResourcesFit`` with the ``RequestedToCapacityRatio`` strategy
+    (pkg/scheduler/framework/plugins/noderesources/requested_to_capacity_ratio.go,
+    ``requestedToCapacityRatioScorer`` / ``buildRequestedToCapacityRatioScorerFunction``):
+    shape scores scaled by ``MaxNodeScore / MaxCustomPriorityScore`` (= 10); per resource
+    (cpu, memory, weight 1 each; non-zero requests as for the other strategies) utilisation
+    ``req * 100 // cap`` (``100`` when ``req > cap``) through :func:`broken_linear`; a resource
+    whose score is 0 is **dropped from the mean** (neither its score nor its weight counts); node
+    score ``math.Round(sum / weightSum)`` (0 when every resource scored 0).
+
+    ``shape``: ``[(utilization 0..100, score 0..10), ...]``; here :func:`fit_shape`."""
+
+    name = "NodeResourcesFit"
+
+    def __init__(self, shape) -> None:
+        self.shape = tuple((int(u), int(sc) * (MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE)) for u, sc in shape)
+
+    def score(self, pod: Pod, state: ClusterState, idx: np.ndarray) -> np.ndarray:
+        cpu, mem, ccap, mcap = _resource_arrays(pod, state, idx, nonzero=True)
+        total = np.zeros(len(idx), np.int64)
+        wsum = np.zeros(len(idx), np.int64)
+        for req, cap in ((cpu, ccap), (mem, mcap)):
+            util = np.where(req > cap, 100, req * 100 // cap)
+            sc = broken_linear(self.shape, util)
+            pos = sc > 0
+            total += np.where(pos, sc, 0)
+            wsum += pos
+        # math.Round: half away from zero; scores are >= 0
+        return np.where(wsum == 0, 0, np.floor(total / np.maximum(wsum, 1) + 0.5)).astype(np.int64)
+
+
 class BalancedAllocation(ScorePlugin):
     """``NodeResourcesBalancedAllocation`` (noderesources/balanced_allocation.go,
     ``balancedResourceScorer``): fractions ``f_r = min(req_r / cap_r, 1)`` for cpu and memory
@@ -466,7 +542,8 @@ class PodTopologySpread(ScorePlugin):
     (``ScheduleAnyway``) only. For each constraint, ``cnt`` = matching pods in the node's
     topology domain (all nodes with the key count); raw score ``round(sum_c cnt_c * w_c +
     (maxSkew_c - 1))`` with ``w_c = log(size_c + 2)``, ``size_c`` = number of topology domains
-    among the feasible nodes. Nodes lacking a constraint's key are ignored (score 0).
+    among the feasible nodes. Nodes lacking a constraint's key are ignored (score 0); when no
+    node carries the key, every node scores 0 (the plugin cannot tell them apart).
     NormalizeScore: ``100 * (max + min - s) // max`` over non-ignored nodes (100 for all when
     max is 0). A pod without soft constraints gets 0 everywhere (the plugin is skipped)."""
 
@@ -484,7 +561,9 @@ class PodTopologySpread(ScorePlugin):
             ignored |= d_idx < 0
             counts = state.matching_pods(pod.namespace, c.match_labels)
             has = dom >= 0
-            per_domain = np.bincount(dom[has], weights=counts[has], minlength=int(dom.max()) + 1)
+            # minlength >= 1: when no node carries the key every node is ignored (kube's
+            # IgnoredNodes in PreScore) and the lookup below must still be in bounds
+            per_domain = np.bincount(dom[has], weights=counts[has], minlength=max(int(dom.max()) + 1, 1))
             size = len(np.unique(d_idx[d_idx >= 0]))
             w = math.log(size + 2)
             cnt_arr = np.where(d_idx >= 0, per_domain[np.maximum(d_idx, 0)], 0.0)
@@ -553,11 +632,12 @@ SCORE_PLUGIN_NAMES: tuple[str, ...] = tuple(SCORE_PLUGINS)
 
 #: kube-scheduler's default score weights (pkg/scheduler/apis/config/v1/default_plugins.go):
 #: TaintToleration 3, NodeAffinity 2, PodTopologySpread 2, NodeResourcesFit 1 (LeastAllocated
-#: strategy by default), NodeResourcesBalancedAllocation 1, ImageLocality 1. MostAllocated is not
-#: enabled by default; kube-scheduler takes weights >= 1, so it gets the smallest, 1.
+#: strategy by default), NodeResourcesBalancedAllocation 1, ImageLocality 1. MostAllocated is
+#: not a default strategy, so it weighs 0 (off); giving it 1 would make the profile a flat
+#: RequestedToCapacityRatio, not kube's defaults.
 KUBE_DEFAULT_WEIGHTS: dict[str, int] = {
     "NodeResourcesLeastAllocated": 1,
-    "NodeResourcesMostAllocated": 1,
+    "NodeResourcesMostAllocated": 0,
     "NodeResourcesBalancedAllocation": 1,
     "ImageLocality": 1,
     "PodTopologySpread": 2,
@@ -595,12 +675,22 @@ class Scheduler:
     ``weights``: see :func:`weights_vector`; plugins weighing 0 are not run (disabled).
     ``rng``: ties between nodes with equal total score are broken uniformly at random, like
     ``selectHost`` (pkg/scheduler/schedule_one.go) does with reservoir sampling.
+
+    LeastAllocated and MostAllocated are two strategies of kube's one ``NodeResourcesFit``
+    plugin. When both weigh > 0 the profile scores what kube-scheduler would score for the
+    exported configuration (:mod:`rlweights.core.export`): ``NodeResourcesFit`` with weight
+    ``wL + wM`` and the :class:`RequestedToCapacityRatio` strategy with shape
+    :func:`fit_shape` ``(wL, wM)`` - not the weighted sum ``wL * least + wM * most``, which no
+    kube configuration expresses.
     """
 
     def __init__(self, weights, rng: np.random.Generator) -> None:
         self.weights = weights_vector(weights)
         self.rng = rng
         self._active = [(SCORE_PLUGINS[n], int(w)) for n, w in zip(SCORE_PLUGIN_NAMES, self.weights) if w > 0]
+        wl, wm = int(self.weights[0]), int(self.weights[1])
+        if wl > 0 and wm > 0:
+            self._active = [(RequestedToCapacityRatio(fit_shape(wl, wm)), wl + wm)] + self._active[2:]
 
     def feasible_nodes(self, pod: Pod, state: ClusterState) -> np.ndarray:
         """Indices of the nodes that pass every filter plugin."""

@@ -10,7 +10,12 @@ Per invocation (in arrival order):
    container has been idle for ``keep_alive_s``. When no node fits, idle containers are evicted
    oldest first (as OpenWhisk and Knative reclaim idle capacity); if still none fits, the
    invocation waits for the earliest running invocation to finish (approximation: the cluster
-   state is advanced to that time).
+   state is advanced to that time). A function whose pod passes the filters of no node even on
+   the fresh cluster (background pods only) can never be placed, whatever the weights: its
+   invocations are **unschedulable** (kube-scheduler leaves such a pod Pending; the platform
+   rejects the request), counted in ``WindowPerformance.unschedulable`` and left out of the
+   latency figures. Latencies are over the served invocations; a window with none served has
+   ``mean_s = p95_s = 0`` and ``served = 0``.
 3. **Execution** takes ``duration * slowdown`` with ``slowdown = max(1, (busy + cpu) / cores)``:
    CPU in use on the node (background training jobs' use + running invocations' CPU use, which
    may exceed their requests) over its cores, taken when the invocation starts (a snapshot of processor sharing;
@@ -51,8 +56,10 @@ class SimConfig:
 
 @dataclass(frozen=True)
 class WindowPerformance:
-    """Performance of one window: ``mean_s`` and ``p95_s`` end-to-end latency [s], number of
-    invocations, cold starts, image pulls, mean slowdown from contention."""
+    """Performance of one window: ``mean_s`` and ``p95_s`` end-to-end latency [s] over the
+    served invocations, number of invocations (all arrivals), cold starts, image pulls, mean
+    slowdown from contention, and ``unschedulable`` invocations (their function fits on no node
+    of the fresh cluster; not served, not in the latencies)."""
 
     mean_s: float
     p95_s: float
@@ -60,6 +67,12 @@ class WindowPerformance:
     cold_starts: int
     pulls: int
     mean_slowdown: float
+    unschedulable: int = 0
+
+    @property
+    def served(self) -> int:
+        """Invocations that ran (``invocations - unschedulable``)."""
+        return self.invocations - self.unschedulable
 
     def metric(self, name: str) -> float:
         """``"mean"`` or ``"p95"`` latency [s]. Raises ``ValueError`` for another name."""
@@ -95,7 +108,10 @@ def simulate(setup: ClusterSetup, workload: Workload, weights, seed: int = 0, co
             image_ready[(i, normalize_image_name(img))] = float("-inf")
     lat = np.empty(len(workload))
     slow = np.empty(len(workload))
+    served = np.ones(len(workload), bool)
     cold = pulls = 0
+    fresh = setup.state()
+    placeable = [len(sched.feasible_nodes(fn.pod, fresh)) > 0 for fn in workload.functions]
 
     def release(t: float) -> None:
         while running and running[0][0] <= t:
@@ -117,6 +133,9 @@ def simulate(setup: ClusterSetup, workload: Workload, weights, seed: int = 0, co
         t = float(workload.arrival_s[k])
         f = int(workload.func[k])
         prof = workload.functions[f]
+        if not placeable[f]:
+            served[k] = False
+            continue
         release(t)
         idle = [cid for cid in idle_by_func.get(f, ()) if containers[cid][2] <= t]
         if idle:
@@ -134,8 +153,8 @@ def simulate(setup: ClusterSetup, workload: Workload, weights, seed: int = 0, co
                 elif running:
                     t = running[0][0]
                     release(t)
-                else:  # nothing runs and nothing is idle: the pod can never fit
-                    raise ValueError(f"function {prof.func_id} fits on no node of {setup.name}")
+                else:  # the cluster is back to its fresh state, where the pod fits (checked above)
+                    raise AssertionError(f"function {prof.func_id}: no node on a fresh cluster")
                 node = sched.select(prof.pod, state)
             state.add_pod(node, prof.pod)
             image = normalize_image_name(prof.image)
@@ -159,6 +178,9 @@ def simulate(setup: ClusterSetup, workload: Workload, weights, seed: int = 0, co
         heapq.heappush(expiry, (c[3], cid))
         lat[k] = end - float(workload.arrival_s[k])
         slow[k] = s
-    if len(workload) == 0:
-        return WindowPerformance(0.0, 0.0, 0, 0, 0, 1.0)
-    return WindowPerformance(float(lat.mean()), float(np.percentile(lat, 95)), len(workload), cold, pulls, float(slow.mean()))
+    n_unsched = int((~served).sum())
+    if not served.any():
+        return WindowPerformance(0.0, 0.0, len(workload), 0, 0, 1.0, n_unsched)
+    lat, slow = lat[served], slow[served]
+    return WindowPerformance(float(lat.mean()), float(np.percentile(lat, 95)), len(workload), cold, pulls,
+                             float(slow.mean()), n_unsched)

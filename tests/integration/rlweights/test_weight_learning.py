@@ -49,7 +49,7 @@ def test_ppo_training_runs_on_real_worker(celery_worker_process, api, client, us
     assert r["curve"][-1]["timesteps"] == 2112
     assert WeightStep.objects.filter(experiment=exp, method="ppo").count() == 4
     methods = r["summary"]["methods"]
-    assert set(methods) == {"equal", "kube-default", "random-search", "hill-climbing", "tpe", "ppo"}
+    assert set(methods) == {"equal", "kube-default", "random-search", "hill-climbing", "cma-es", "tpe", "ppo"}
     assert methods["equal"]["mean_improvement_vs_equal_percent"] == 0.0
     # best-of-budget: a search that measured the equal vector too cannot be worse than equal
     assert methods["ppo"]["mean_improvement_vs_equal_percent"] >= 0.0
@@ -134,7 +134,7 @@ def test_demo_step_records_an_experiment_the_dashboard_shows(user, client):
     assert yaml.safe_load(yaml_part)["kind"] == "KubeSchedulerConfiguration"
     exp = Experiment.objects.get(owner=user, kind="weight-learning")
     assert exp.state == State.SUCCEEDED
-    assert set(exp.result["summary"]["methods"]) == {"equal", "kube-default", "random-search", "hill-climbing", "tpe", "ppo"}
+    assert set(exp.result["summary"]["methods"]) == {"equal", "kube-default", "random-search", "hill-climbing", "cma-es", "tpe", "ppo"}
     assert WeightStep.objects.filter(experiment=exp).count() == 10  # budget 10: equal + 9 policy steps
     client.force_login(user)
     page = client.get("/rlweights/")

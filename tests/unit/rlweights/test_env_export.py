@@ -70,13 +70,27 @@ def test_action_mapping_and_range_validation():
 def test_baselines_respect_budget_and_range(name):
     hist = BASELINES[name](Quadratic([20] * 7), 8, np.random.default_rng(0), 1, 100)
     assert len(hist) in (1, 8)
-    assert all(1 <= x <= 100 for w, _ in hist for x in w)
+    if name == "kube-default":  # a fixed reference: kube's own weights, MostAllocated off (0)
+        assert [list(w) for w, _ in hist] == [[1, 0, 1, 1, 2, 3, 2]]
+    else:
+        assert all(1 <= x <= 100 for w, _ in hist for x in w)
     assert best_of(hist)[1] == min(m for _, m in hist)
 
 
 def test_hill_climbing_improves_on_quadratic():
     hist = BASELINES["hill-climbing"](Quadratic([20] * 7), 40, np.random.default_rng(0), 1, 100)
     assert best_of(hist)[1] < hist[0][1]
+
+
+def test_cma_es_beats_random_search_at_the_same_budget_on_a_quadratic():
+    q = Quadratic([20, 80, 20, 80, 20, 80, 20])
+    for seed in range(5):
+        cma = BASELINES["cma-es"](q, 150, np.random.default_rng(seed), 1, 100)
+        rnd = BASELINES["random-search"](q, 150, np.random.default_rng(seed), 1, 100)
+        assert len(cma) == 150 and best_of(cma)[1] < best_of(rnd)[1]
+    # partial last generation: the budget is exact; same seed, same history
+    a = BASELINES["cma-es"](q, 10, np.random.default_rng(3), 1, 100)
+    assert len(a) == 10 and a == BASELINES["cma-es"](q, 10, np.random.default_rng(3), 1, 100)
 
 
 KNOWN_V1_SCORE_PLUGINS = {"NodeResourcesFit", "NodeResourcesBalancedAllocation", "ImageLocality", "PodTopologySpread",
@@ -101,7 +115,8 @@ def test_kube_scheduler_configuration_yaml_structure():
     strat = fit["args"]["scoringStrategy"]
     assert strat["type"] == "RequestedToCapacityRatio"
     # shape: 10 * 30/40 = 7.5 -> 8 at utilisation 0; 10 * 10/40 = 2.5 -> 2 at 100 (round half to even)
-    assert strat["requestedToCapacityRatio"]["shape"] == [{"utilization": 0, "score": 8}, {"utilization": 100, "score": 2}]
+    # 10 * 30 / 40 = 7.5 -> 8, 10 * 10 / 40 = 2.5 -> 3 (half up, fit_shape)
+    assert strat["requestedToCapacityRatio"]["shape"] == [{"utilization": 0, "score": 8}, {"utilization": 100, "score": 3}]
     assert {r["name"] for r in strat["resources"]} == {"cpu", "memory"}
 
 

@@ -174,9 +174,12 @@ def test_weighted_sum_and_seeded_tie_break():
     # LeastAllocated only: B (62) beats A (56); MostAllocated only: A (43) beats B (37)
     assert Scheduler({"NodeResourcesLeastAllocated": 1}, np.random.default_rng(0)).select(POD, st) == 1
     assert Scheduler({"NodeResourcesMostAllocated": 1}, np.random.default_rng(0)).select(POD, st) == 0
-    # weights 1 and 2: A = 56 + 2*43 = 142, B = 62 + 2*37 = 136 -> A
+    # weights 1 and 2: kube's NodeResourcesFit weight 3, RequestedToCapacityRatio shape
+    # 0 -> round(10/3) = 3, 100 -> round(20/3) = 7, scaled x10: f(u) = 30 + 40 * u // 100.
+    # A: cpu 2000/4000 -> u 50 -> 50, mem 3/8 -> u 37 -> 44; round(94/2) = 47 -> 3 * 47 = 141
+    # B: cpu 1000/2000 -> 50, mem 1/4 -> u 25 -> 40; round(90/2) = 45 -> 135 -> A
     s = Scheduler({"NodeResourcesLeastAllocated": 1, "NodeResourcesMostAllocated": 2}, np.random.default_rng(0))
-    assert s.total_scores(POD, st, np.arange(2)).tolist() == [142, 136]
+    assert s.total_scores(POD, st, np.arange(2)).tolist() == [141, 135]
     # identical empty nodes tie: the seeded generator picks; both are reachable, same seed same pick
     twins = ClusterState([Node("x", 1000, GiB), Node("y", 1000, GiB)])
     picks = [Scheduler(KUBE_DEFAULT_WEIGHTS, np.random.default_rng(seed)).select(POD, twins) for seed in range(20)]
