@@ -143,3 +143,27 @@ def _target_of(experiment: Experiment) -> tuple[dict[str, Any], int]:
     params = {**pipeline.DEFAULTS, **(experiment.parameters or {})}
     threads = int(params["num_threads"] or pipeline.default_num_threads())
     return make_target(params["target"], threads), threads
+
+
+def tuning_headline(experiment: Experiment):
+    """The landing page's figure of a succeeded tuning: the tuned build's end-to-end median
+    latency against PyTorch eager's (same threads, same timing procedure); ``ratio`` = tuned /
+    eager (lower is better). ``None`` without both figures (e.g. ``measure_eager`` off, CUDA)."""
+    from webapp.experiments import Headline
+
+    res = experiment.result or {}
+    tuned, eager = (res.get("tuned") or {}).get("median_s"), (res.get("eager") or {}).get("median_s")
+    if not tuned or not eager:
+        return None
+    b = res.get("budget") or {}
+    note = f"{res.get('model')}, {res.get('num_threads')} threads"
+    if b:
+        note += f", {len(b.get('tasks_tuned', []))}/{len(b.get('tasks_tuned', [])) + len(b.get('tasks_untuned', []))} tasks tuned"
+    return Headline(engine="tuning", metric="end-to-end latency", ours=f"{tuned * 1e3:.2f} ms",
+                    baseline_name="PyTorch eager", baseline=f"{eager * 1e3:.2f} ms", ratio=tuned / eager,
+                    better="lower", note=note)
+
+
+def tuning_page(experiment: Experiment) -> str:
+    """The dashboard page of a tuning experiment."""
+    return f"/tuning/?experiment={experiment.pk}"

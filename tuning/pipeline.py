@@ -341,6 +341,13 @@ def _run(params: dict[str, Any], report: Report, record: Record, resume: dict[st
     summary["budget"] = _coverage(database, extracted, selected, task_info, plan, minimum)
     if scheduler_rep is not None:
         summary["trimmer"] = {k: v for k, v in scheduler_rep.items() if k != "rounds"}
+    from webapp.plug import Cancelled
+
+    try:  # the last message a finished tuning shows (not "measuring PyTorch eager")
+        report(99, f"finished: tuned {result['tuned']['median_s'] * 1e3:.2f} ms, "
+                   f"untuned {result['untuned']['median_s'] * 1e3:.2f} ms")
+    except Cancelled:  # a cancel after everything was measured: keep the result
+        pass
     return summary
 
 
