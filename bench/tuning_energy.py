@@ -351,7 +351,6 @@ def _remeasure_child(spec_path: str) -> None:
     import tvm
     from tvm.driver import build as tvm_build
     from tvm.s_tir import Schedule
-    from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.runner.utils import alloc_argument_common
     from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
 

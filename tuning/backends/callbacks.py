@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable

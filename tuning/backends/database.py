@@ -89,7 +89,7 @@ def record_targets(work_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 def count_records_by_workload(database: Any) -> Counter:
     """Number of tuning records per workload structural hash (``tvm_ffi.structural_hash``)."""
-    import tvm
+    import tvm  # noqa: F401 - registers the TVM FFI types decoded below
     import tvm_ffi
 
     return Counter(int(tvm_ffi.structural_hash(r.workload.mod)) for r in database.get_all_tuning_records())
@@ -123,7 +123,7 @@ def _check_lines(path: Path, kind: str) -> list[Any]:
 
 def _decodable(blob_b64: str) -> bool:
     import tvm
-    import tvm_ffi
+    import tvm_ffi  # noqa: F401 - loads the FFI before decoding
 
     try:
         raw = base64.b64decode(blob_b64)

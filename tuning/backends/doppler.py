@@ -77,7 +77,6 @@ import os
 import queue
 import re
 import shutil
-import sys
 import tempfile
 import threading
 import time

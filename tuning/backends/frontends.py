@@ -19,7 +19,6 @@ Errors: every import failure is a :class:`ModelImportError` naming the operator 
 """
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

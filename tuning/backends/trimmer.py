@@ -318,7 +318,7 @@ def _make_classes():
 
         def tune(self, tasks, task_weights, max_trials_global, max_trials_per_task, num_trials_per_iter,
                  builder, runner, measure_callbacks, database, cost_model) -> None:
-            ms = _ms()
+            _ms()  # imports MetaSchedule before the search starts
             if self.energy_meter is None:
                 from .energy import make_energy_meter
 

@@ -1,6 +1,5 @@
 """PPO backend (save/load with its metadata, frame-stacked policy experiment), parameter
 validation, the comparison summary and the figure functions."""
-import io
 import json
 
 import numpy as np

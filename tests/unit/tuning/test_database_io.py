@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tuning.backends.database import DatabaseImportError, export_database, import_database, inspect_database
+from tuning.backends.database import DatabaseImportError, export_database, import_database
 
 DB = Path(__file__).resolve().parents[3] / "data" / "tvm-metaschedule-db"
 

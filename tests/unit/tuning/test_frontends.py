@@ -35,7 +35,7 @@ def test_onnx_bytes_that_do_not_parse():
 
 
 def test_onnx_unsupported_operator_is_named():
-    import onnx
+    import onnx  # noqa: F401 - the test needs onnx importable
     from onnx import TensorProto, helper
 
     node = helper.make_node("TandemNoSuchOp", ["x"], ["y"], domain="")
