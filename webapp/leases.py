@@ -69,10 +69,14 @@ class Heartbeat(threading.Thread):
     def renew(self) -> bool:
         from .models import Experiment
 
-        kept = Experiment.objects.filter(pk=self.pk, lease_owner=self.holder).update(lease_expires_at=expiry())
-        if not kept:
+        if Experiment.objects.filter(pk=self.pk, lease_owner=self.holder).update(lease_expires_at=expiry()):
+            return True
+        # lost only when the row shows another holder (this thread's connection may not see a row
+        # its run's connection has not committed yet, e.g. inside a caller's transaction)
+        if Experiment.objects.filter(pk=self.pk).exclude(lease_owner=self.holder).exists():
             self.lost = True
-        return bool(kept)
+            return False
+        return True
 
     def run(self) -> None:
         from django.db import connection

@@ -51,7 +51,7 @@ def api(user):
         ({"model": "mlp", "scheduler": "trimmer", "options": {"preempt_warmup": -5}}, "options",
          "preempt_warmup must be an integer"),
         # passed validation, then failed in TVM on the worker (a 64-bit int where C++ wants 32)
-        ({"model": "mlp", "scheduler": "trimmer", "options": {"oversample": 10**19}}, "options",
+        ({"model": "mlp", "scheduler": "trimmer", "options": {"oversample": 2**40}}, "options",
          "oversample must be at most 64"),
         ({"model": "mlp", "scheduler": "trimmer", "options": {"trimmer": 0}}, "options",
          "options['trimmer'] must be a dict"),
