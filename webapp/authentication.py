@@ -38,3 +38,27 @@ def revoke_tokens_on_password_change(sender, instance, **kwargs) -> None:
     old = sender.objects.filter(pk=instance.pk).values_list("password", flat=True).first()
     if old is not None and old != instance.password:
         Token.objects.filter(user_id=instance.pk).delete()
+
+
+def throttle_logins(view):
+    """Wrap a Django login view (the dashboard's and the admin's): more than
+    ``LOGIN_ATTEMPTS_PER_MIN`` POSTs (default 10, env ``TANDEM_LOGIN_ATTEMPTS_PER_MIN``) from one
+    client address within 60 s get HTTP 429 without checking the password. Counters live in
+    Django's cache, as DRF's throttles do."""
+    import functools
+
+    from django.core.cache import cache
+    from django.http import HttpResponse
+
+    @functools.wraps(view)
+    def wrapped(request, *args, **kwargs):
+        if request.method == "POST":
+            limit = int(getattr(settings, "LOGIN_ATTEMPTS_PER_MIN", 10))
+            key = f"tandem-login:{request.META.get('REMOTE_ADDR', '?')}:{int(timezone.now().timestamp() // 60)}"
+            cache.add(key, 0, timeout=120)
+            if cache.incr(key) > limit:
+                return HttpResponse(f"Too many sign-in attempts from this address (more than {limit} a minute); "
+                                    "wait a minute and try again.", status=429, content_type="text/plain")
+        return view(request, *args, **kwargs)
+
+    return wrapped

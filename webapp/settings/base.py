@@ -161,6 +161,7 @@ REST_FRAMEWORK = {
 #: A submission whose transaction would commit later than this many seconds after the request
 #: arrived is rolled back and answered 503 (its client has probably given up and will retry).
 WRITE_DEADLINE_S = env.float("TANDEM_WRITE_DEADLINE_S", default=10.0)
+LOGIN_ATTEMPTS_PER_MIN = env.int("TANDEM_LOGIN_ATTEMPTS_PER_MIN", default=10)
 TOKEN_TTL_HOURS = env.float("TANDEM_TOKEN_TTL_HOURS", default=168.0)
 MAX_JSON_BYTES = env.int("TANDEM_MAX_JSON_KIB", default=2048) * 1024
 SPECTACULAR_SETTINGS = {

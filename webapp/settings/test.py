@@ -17,3 +17,4 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # The suite signs in from one address many times a minute; tests of the throttles set their own rates.
 REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"auth": "10000/min", "submit": "100000/min"}}  # noqa: F405
+LOGIN_ATTEMPTS_PER_MIN = 10000

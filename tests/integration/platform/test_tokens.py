@@ -107,3 +107,15 @@ def test_production_refuses_a_weak_secret_key(key, ok):
     assert (r.returncode == 0) == ok, r.stderr[-1500:]
     if not ok:
         assert "DJANGO_SECRET_KEY must be at least 50 characters" in r.stderr
+
+
+@pytest.mark.parametrize("url", ["/accounts/login/", "/admin/login/"])
+def test_browser_and_admin_sign_in_are_throttled(bob, client, settings, url):
+    from django.core.cache import cache
+
+    cache.clear()
+    settings.LOGIN_ATTEMPTS_PER_MIN = 4
+    codes = [client.post(url, {"username": "bob", "password": "wrong"}).status_code for _ in range(6)]
+    assert codes[:4] == [200] * 4 and codes[4:] == [429] * 2, codes  # the form again, then refused
+    assert client.post(url, {"username": "bob", "password": "pw-bob-1"}).status_code == 429
+    cache.clear()
