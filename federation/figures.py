@@ -35,7 +35,7 @@ def plan_comparison_figure(comparison: dict) -> go.Figure:
         go.Bar(name="expected (model, mean)", x=methods, y=[comparison["plans"][m]["cost"]["total_ms"] for m in methods]),
         go.Bar(name="measured p95 (harness)", x=methods, y=[comparison["measured"][m]["p95_ms"] for m in methods]),
     ])
-    fig.update_layout(barmode="group", title=f"{comparison['app']}: orchestrator vs baselines", yaxis_title="ms per request",
+    fig.update_layout(barmode="group", title=f"{comparison['app']}: orchestrator vs baselines", xaxis_title="plan", yaxis_title="ms per request",
                       height=340, margin={"l": 60, "r": 20, "t": 50, "b": 60})
     return fig
 

@@ -15,7 +15,7 @@ def makespan_figure(result: dict) -> go.Figure:
     names = list(result["policies"])
     vals = [result["policies"][n]["summary"]["makespan_s"] / 3600 for n in names]
     fig = go.Figure(go.Bar(x=names, y=vals, text=[f"{v:.1f}" for v in vals]))
-    fig.update_layout(title="Makespan", yaxis_title="hours", height=320, margin=dict(t=40, b=30))
+    fig.update_layout(title="Makespan", xaxis_title="policy", yaxis_title="hours", height=320, margin=dict(t=40, b=30))
     return fig
 
 
@@ -36,7 +36,7 @@ def queueing_figure(result: dict) -> go.Figure:
     mean = [result["policies"][n]["summary"]["mean_queueing_delay_s"] / 3600 for n in names]
     med = [result["policies"][n]["queueing_quantiles_s"][50] / 3600 for n in names]
     fig = go.Figure([go.Bar(x=names, y=mean, name="mean"), go.Bar(x=names, y=med, name="median")])
-    fig.update_layout(title="Queueing delay", yaxis_title="hours", barmode="group", height=320,
+    fig.update_layout(title="Queueing delay", xaxis_title="policy", yaxis_title="hours", barmode="group", height=320,
                       margin=dict(t=40, b=30))
     return fig
 

@@ -16,7 +16,7 @@ def learning_curve_figure(points: list[dict], window: int = 20) -> go.Figure:
         w = min(window, len(y))
         avg = np.convolve(y, np.ones(w) / w, mode="valid")
         fig.add_scatter(x=x[w - 1:], y=avg.tolist(), mode="lines", name=f"mean of {w} episodes")
-    fig.update_layout(title="PPO learning curve", xaxis_title="environment steps", yaxis_title="episode reward (%-points)")
+    fig.update_layout(title="PPO learning curve" if points else "no learning curve: evaluate mode runs the shipped policy (no training)", xaxis_title="environment steps", yaxis_title="episode reward (%-points)")
     return fig
 
 

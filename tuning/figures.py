@@ -47,7 +47,7 @@ def time_split_figure(curve: list[dict[str, Any]]) -> go.Figure:
     rounds = [p["round"] for p in curve]
     for key, name in (("search_seconds", "search"), ("build_seconds", "build"), ("measure_seconds", "measurement")):
         fig.add_bar(x=rounds, y=[p[key] for p in curve], name=name)
-    fig.update_layout(barmode="stack", title="time per round", height=300, margin=dict(l=60, r=20, t=50, b=50),
+    fig.update_layout(barmode="stack", title="time per round" if curve else "no rounds measured yet", height=300, margin=dict(l=60, r=20, t=50, b=50),
                       xaxis=dict(title="round"), yaxis=dict(title="seconds"))
     return fig
 
@@ -67,5 +67,5 @@ def latency_comparison_figure(result: dict[str, Any] | None) -> go.Figure:
                 hi.append((d["p75_s"] - d["median_s"]) * 1e3)
         fig.add_bar(x=labels, y=med, error_y=dict(type="data", array=hi, arrayminus=lo, symmetric=False))
     fig.update_layout(title="end-to-end latency (median, p25-p75)" if result else "no result yet", height=300,
-                      margin=dict(l=60, r=20, t=50, b=40), yaxis=dict(title="ms", type="log"))
+                      margin=dict(l=60, r=20, t=50, b=40), xaxis=dict(title="build (same threads)"), yaxis=dict(title="ms", type="log"))
     return fig
