@@ -77,6 +77,7 @@ def experiment_run(*, experiment_id: int) -> Experiment:
 
     holder = new_holder()
     give_up = time.monotonic() + 2 * lease_seconds()
+    waited = False
     while True:
         with transaction.atomic():
             exp = Experiment.objects.select_for_update().get(pk=experiment_id)
@@ -99,6 +100,10 @@ def experiment_run(*, experiment_id: int) -> Experiment:
                                             + (f"; the run {previous} stopped renewing its lease" if previous else ""))[:255]
                 exp.save()
                 break
+        if not waited:
+            waited = True
+            log.info("experiment %s is running under %s; this delivery waits for that run to end or lose its lease",
+                     experiment_id, exp.lease_owner)
         if time.monotonic() > give_up:
             log.info("experiment %s is running under %s; this delivery leaves it to that run", experiment_id, exp.lease_owner)
             return exp

@@ -72,7 +72,8 @@ def test_run_longer_than_the_visibility_timeout_runs_once(start_worker, api):
     logs = first.log_path.read_text() + second.log_path.read_text()
     # the redelivery happened and was left to the running holder
     received = [ln for ln in logs.splitlines() if "Task tandem.run_experiment" in ln or "delivery" in ln]
-    assert "this delivery leaves it to that run" in logs, received
+    # (it may also see the holder finish while it waits, on a fast machine)
+    assert "this delivery waits for that run to end or lose its lease" in logs, received
 
 
 def test_worker_killed_mid_run_is_resumed_by_another(start_worker, api):
