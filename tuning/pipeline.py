@@ -187,6 +187,7 @@ def _run(params: dict[str, Any], report: Report, record: Record, resume: dict[st
     from .backends.frontends import prepare_for_compile
     from .backends.registry import TuningSetup, make_runner, make_scheduler
     from .backends.targets import TargetMismatch, check_same_target, device_of
+    from .backends.tvmlog import foreign_handlers_detached
 
     set_num_threads(num_threads)  # this process's own TVM runtime (compile-time checks) too
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -283,8 +284,9 @@ def _run(params: dict[str, Any], report: Report, record: Record, resume: dict[st
         clock = RoundClock(meter)
         callback = RoundAccountingCallback(clock, on_round, first_round_index=first_round,
                                            round_details=getattr(runner, "round_details", None))
-        contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-            [extracted[i] for i in to_tune], str(work_dir), num_threads=num_threads, seed=int(params["seed"]))
+        with foreign_handlers_detached():  # TVM's logger set-up fails next to handlers it did not make
+            contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+                [extracted[i] for i in to_tune], str(work_dir), num_threads=num_threads, seed=int(params["seed"]))
         progress(5 + 80 * min(1.0, done_total / max(1, trials)),
                  f"tuning {len(to_tune)} tasks, {remaining} trials" + (f" (resumed: {done_total} done)" if done_total else ""))
         try:
