@@ -34,7 +34,10 @@ def test_tvm_set_up_fails_next_to_an_unnamed_handler_without_the_guard(tmp_path,
 
 def test_guard_lets_tvm_set_up_and_keeps_the_foreign_handler(tmp_path, foreign_handler):
     with foreign_handlers_detached() as detached:
-        assert detached == [foreign_handler]
+        # pytest's own capture handlers may be there too once TVM has run in this process
+        assert foreign_handler in detached
+        assert all(not (h.get_name() or "").startswith(TVM_LOGGER) for h in detached)
+        assert foreign_handler not in logging.getLogger(TVM_LOGGER).handlers
         loggers = get_loggers_from_work_dir(str(tmp_path), ["matmul"])
     tvm_logger = logging.getLogger(TVM_LOGGER)
     assert foreign_handler in tvm_logger.handlers
