@@ -49,14 +49,26 @@ def hill_climbing(scenario: Scenario, budget: int, rng: np.random.Generator, w_m
     return run_experiment(scenario, propose, budget)
 
 
+def _fold_into_unit_box(x: np.ndarray) -> np.ndarray:
+    """Reflect every coordinate of ``x`` into ``[0, 1]`` (a triangle wave of period 2: 1.2 -> 0.8,
+    -0.3 -> 0.3, 2.5 -> 0.5): boundary handling by reflection, the unsmoothed form of pycma's
+    ``BoundTransform`` (Hansen, pycma ``cma.transformations``). Same shape as ``x``."""
+    t = np.mod(np.asarray(x, float), 2.0)
+    return np.where(t <= 1.0, t, 2.0 - t)
+
+
 def cma_es(scenario: Scenario, budget: int, rng: np.random.Generator, w_min: int = 1, w_max: int = 100,
            sigma0: float = 0.3):
     """CMA-ES, (mu/mu_w, lambda) with rank-one and rank-mu updates and cumulative step-size
     adaptation, default strategy parameters of Hansen, "The CMA Evolution Strategy: A Tutorial"
     (arXiv:1604.00772, Table 1 and Fig. 6): ``lambda = 4 + floor(3 ln n)`` (9 for n = 7).
-    Searches ``x in [0, 1]^n`` from the centre with step ``sigma0``; a candidate is measured as
-    ``round(w_min + clip(x, 0, 1) * (w_max - w_min))``. Stops after ``budget`` measurements
-    (the last generation may be partial). Returns ``[(weights, metric), ...]``."""
+    Searches ``x`` from the centre of ``[0, 1]^n`` with step ``sigma0``; a candidate is measured
+    as ``round(w_min + fold(x) * (w_max - w_min))`` where ``fold`` reflects ``x`` back into the
+    box (:func:`_fold_into_unit_box`). Clipping instead would make the metric flat outside the
+    box, so a mean that drifts past a bound gets no signal back and the search stalls (it did:
+    stuck at the first 60 measurements on a 7-D quadratic with its optimum at 0.19 / 0.8).
+    Stops after ``budget`` measurements (the last generation may be partial). Returns
+    ``[(weights, metric), ...]``."""
     n = N_PLUGINS
     lam = 4 + int(3 * np.log(n))
     mu = lam // 2
@@ -81,7 +93,7 @@ def cma_es(scenario: Scenario, budget: int, rng: np.random.Generator, w_min: int
         for k in range(lam):
             if len(hist) == budget:
                 return hist
-            w = np.round(w_min + np.clip(mean + sigma * y[k], 0, 1) * (w_max - w_min)).astype(np.int64)
+            w = np.round(w_min + _fold_into_unit_box(mean + sigma * y[k]) * (w_max - w_min)).astype(np.int64)
             m = float(scenario.evaluate(w))
             hist.append((w.tolist(), m))
             f.append(m)

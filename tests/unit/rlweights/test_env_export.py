@@ -83,11 +83,13 @@ def test_hill_climbing_improves_on_quadratic():
 
 
 def test_cma_es_beats_random_search_at_the_same_budget_on_a_quadratic():
+    # optimum inside the box, and on its corner (the bound itself: boundary handling matters)
+    for q in (Quadratic([20, 80, 20, 80, 20, 80, 20]), Quadratic([1] * 7)):
+        for seed in range(5):
+            cma = BASELINES["cma-es"](q, 150, np.random.default_rng(seed), 1, 100)
+            rnd = BASELINES["random-search"](q, 150, np.random.default_rng(seed), 1, 100)
+            assert len(cma) == 150 and best_of(cma)[1] < best_of(rnd)[1]
     q = Quadratic([20, 80, 20, 80, 20, 80, 20])
-    for seed in range(5):
-        cma = BASELINES["cma-es"](q, 150, np.random.default_rng(seed), 1, 100)
-        rnd = BASELINES["random-search"](q, 150, np.random.default_rng(seed), 1, 100)
-        assert len(cma) == 150 and best_of(cma)[1] < best_of(rnd)[1]
     # partial last generation: the budget is exact; same seed, same history
     a = BASELINES["cma-es"](q, 10, np.random.default_rng(3), 1, 100)
     assert len(a) == 10 and a == BASELINES["cma-es"](q, 10, np.random.default_rng(3), 1, 100)
