@@ -86,6 +86,22 @@ class JobFilter(filters.FilterSet):
         fields = ["state", "model_name", "cluster"]
 
 
+def _kind_choices() -> list[tuple[str, str]]:
+    from .experiments import registered_kinds
+
+    return [(k, k) for k in registered_kinds()]
+
+
+class ExperimentFilter(filters.FilterSet):
+    """``?state=`` and ``?kind=``; a kind that no engine registered is a 400, like a bad state."""
+
+    kind = filters.ChoiceFilter(choices=_kind_choices)
+
+    class Meta:
+        model = Experiment
+        fields = ["state", "kind"]
+
+
 def _rejected_as_400(err: Exception, field: str) -> ValidationError:
     return ValidationError({field: [str(err)]})
 
@@ -210,7 +226,7 @@ class ExperimentViewSet(
     ``POST {id}/cancel/`` and ``GET {id}/result/``. Own experiments only (staff: all)."""
 
     serializer_class = ExperimentSerializer
-    filterset_fields = ["state", "kind"]
+    filterset_class = ExperimentFilter
     ordering_fields = ["created_at", "id", "state"]
 
     def get_queryset(self):

@@ -8,7 +8,23 @@ from .jsonvalues import non_finite_path
 from .models import Cluster, Experiment, GPUDevice, Job, Node
 
 
-class GPUDeviceSerializer(serializers.ModelSerializer):
+class RejectUnknownFields:
+    """Serializer mixin: a request body key that is not one of the serializer's fields is a 400
+    naming it and the accepted fields, instead of being dropped without a word (DRF's default),
+    so a misspelt ``batchsize`` or ``parameter`` is never silently replaced by a default.
+    Read-only fields are accepted (and ignored) so a client may send back what it read."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            unknown = sorted(str(k) for k in data if k not in self.fields)
+            if unknown:
+                accepted = ", ".join(n for n, f in self.fields.items() if not f.read_only)
+                raise serializers.ValidationError(
+                    {k[:64]: [f"unknown field; accepted: {accepted}"] for k in unknown[:20]})
+        return super().to_internal_value(data)
+
+
+class GPUDeviceSerializer(RejectUnknownFields, serializers.ModelSerializer):
     class Meta:
         model = GPUDevice
         fields = ["id", "node", "index", "model", "memory_mib", "uuid", "utilisation_percent"]
@@ -16,7 +32,7 @@ class GPUDeviceSerializer(serializers.ModelSerializer):
         extra_kwargs = {"index": {"max_value": MAX_GPUS_PER_NODE - 1}, "memory_mib": {"max_value": MAX_GPU_MEMORY_MIB}}
 
 
-class NodeSerializer(serializers.ModelSerializer):
+class NodeSerializer(RejectUnknownFields, serializers.ModelSerializer):
     gpu_count = serializers.IntegerField(read_only=True, source="gpus.count")
 
     class Meta:
@@ -48,7 +64,7 @@ def check_labels(value):
     return value
 
 
-class ClusterSerializer(serializers.ModelSerializer):
+class ClusterSerializer(RejectUnknownFields, serializers.ModelSerializer):
     node_count = serializers.IntegerField(read_only=True, source="nodes.count")
 
     class Meta:
@@ -60,7 +76,7 @@ class ClusterSerializer(serializers.ModelSerializer):
         return check_labels(value)
 
 
-class JobSerializer(serializers.ModelSerializer):
+class JobSerializer(RejectUnknownFields, serializers.ModelSerializer):
     """A job as read back; the writable fields are those of a submission."""
 
     owner = serializers.CharField(source="owner.username", read_only=True)
@@ -94,7 +110,7 @@ class FiniteJSONField(serializers.JSONField):
         return super().to_internal_value(data)
 
 
-class ExperimentSerializer(serializers.ModelSerializer):
+class ExperimentSerializer(RejectUnknownFields, serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username", read_only=True)
     kind = serializers.ChoiceField(choices=[], help_text="A registered experiment kind")
     parameters = FiniteJSONField(required=False)

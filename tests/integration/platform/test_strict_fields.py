@@ -1,0 +1,70 @@
+"""Keys and query parameters the API does not know are refused with a 400 that names them,
+never dropped: a misspelt body field would otherwise be replaced by its default, a misspelt
+ordering or kind would return an unordered or empty list that looks like an answer."""
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db]
+
+
+@pytest.fixture
+def staff(django_user_model):
+    user = django_user_model.objects.create_user("root", password="pw-root-1", is_staff=True)
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def counts():
+    from webapp.models import Cluster, Experiment, Job, Node
+
+    return [m.objects.count() for m in (Cluster, Node, Job, Experiment)]
+
+
+@pytest.mark.parametrize("url, body, key", [
+    ("/api/v1/jobs/", {"name": "j", "model_name": "resnet18", "batchsize": 8}, "batchsize"),
+    ("/api/v1/experiments/", {"kind": "simulation", "parameter": {"trace": "philly"}}, "parameter"),
+    ("/api/v1/clusters/", {"name": "c1", "region": "eu", "kind": "gpu", "label": {"a": "b"}}, "label"),
+])
+def test_unknown_body_field_is_a_400_naming_it_and_nothing_is_stored(staff, url, body, key):
+    before = counts()
+    r = staff.post(url, body, format="json")
+    assert r.status_code == 400, r.content
+    assert key in r.json() and "unknown field" in r.json()[key][0]
+    assert counts() == before
+
+
+def test_read_only_fields_sent_back_are_accepted(staff):
+    r = staff.post("/api/v1/jobs/", {"name": "j", "model_name": "resnet18", "batch_size": 8, "num_gpus": 1,
+                                     "steps": 1, "state": "succeeded", "id": 999}, format="json")
+    assert r.status_code == 201, r.content
+    assert r.json()["state"] == "queued" and r.json()["name"] == "j"
+
+
+@pytest.mark.parametrize("url, param", [
+    ("/api/v1/experiments/?kind=bogus", "kind"),
+    ("/api/v1/experiments/?state=bogus", "state"),
+    ("/api/v1/experiments/?ordering=bogus", "ordering"),
+    ("/api/v1/experiments/?ordering=-created_at,nope", "ordering"),
+    ("/api/v1/jobs/?ordering=owner__password", "ordering"),
+])
+def test_unknown_filter_value_or_ordering_is_a_400(staff, url, param):
+    r = staff.get(url)
+    assert r.status_code == 400, r.content
+    assert param in r.json()
+
+
+def test_known_kind_and_ordering_filter_the_list(staff, django_user_model):
+    from webapp.models import Experiment
+
+    owner = django_user_model.objects.get(username="root")
+    a = Experiment.objects.create(owner=owner, kind="simulation", parameters={"trace": "philly"}, name="a")
+    b = Experiment.objects.create(owner=owner, kind="weight-learning", parameters={}, name="b")
+    r = staff.get("/api/v1/experiments/?kind=simulation")
+    assert r.status_code == 200 and [e["id"] for e in r.json()["results"]] == [a.pk]
+    r = staff.get("/api/v1/experiments/?ordering=-id")
+    assert [e["id"] for e in r.json()["results"]] == [b.pk, a.pk]
+    r = staff.get("/api/v1/experiments/?ordering=id")
+    assert [e["id"] for e in r.json()["results"]] == [a.pk, b.pk]
