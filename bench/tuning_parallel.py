@@ -92,19 +92,20 @@ def _phase_timers():
 
 
 def warm_parent(extracted, selected, threads: int, seed: int, work_dir: Path) -> float:
-    """Pay the tuning process's one-time costs before either arm is timed: importing TVM's tensor
-    intrinsics (which MetaSchedule's task initialisation does on first use; 80-95 s on this loaded
-    2-core machine, otherwise charged to the search of whichever arm tunes first) and xgboost,
+    """Pay the tuning process's one-time costs before either arm is timed: registering the
+    target's TVM tensor intrinsics as the product does (:mod:`tuning.backends.intrinsics`; all
+    backends' took 80-95 s on this loaded 2-core machine, otherwise charged to the search of
+    whichever arm tunes first) and xgboost,
     and generating the selected tasks' design spaces once. A long-lived tuning worker pays these
     once per process, not per tuning. Returns the seconds it took."""
-    from tvm.s_tir import meta_schedule as ms
+    from tuning.backends.intrinsics import import_tensor_intrinsics, intrinsic_modules
+    from tuning.pipeline import tune_contexts
 
     t0 = time.perf_counter()
-    import tvm.s_tir.tensor_intrin  # noqa: F401
+    import_tensor_intrinsics(intrinsic_modules(extracted[selected[0]].target.export()))  # as the product does
     import xgboost  # noqa: F401
 
-    contexts, _ = ms.relax_integration.extracted_tasks_to_tune_contexts(
-        [extracted[i] for i in selected], str(work_dir), num_threads=threads, seed=seed)
+    contexts, _ = tune_contexts([extracted[i] for i in selected], work_dir, threads, seed)
     for ctx in contexts:
         ctx.space_generator.generate_design_space(ctx.mod)
     return time.perf_counter() - t0
@@ -118,6 +119,7 @@ def tune_once(runner_name: str, extracted, selected, target, threads, args, work
     from tuning.backends.callbacks import RoundAccountingCallback, RoundClock
     from tuning.backends.energy import make_energy_meter
     from tuning.backends.registry import TuningSetup, make_runner, make_scheduler
+    from tuning.pipeline import tune_contexts
 
     work_dir.mkdir(parents=True, exist_ok=True)
     setup = TuningSetup(target=target, num_threads=threads, work_dir=work_dir, seed=args.seed,
@@ -131,8 +133,7 @@ def tune_once(runner_name: str, extracted, selected, target, threads, args, work
     clock = RoundClock(meter)
     rounds = []
     callback = RoundAccountingCallback(clock, rounds.append, round_details=getattr(runner, "round_details", None))
-    contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-        [extracted[i] for i in selected], str(work_dir), num_threads=threads, seed=args.seed)
+    contexts, weights = tune_contexts([extracted[i] for i in selected], work_dir, threads, args.seed)
     database = dbmod.open_database(work_dir)
     try:
         ms.tune_tasks(tasks=contexts, task_weights=weights, work_dir=str(work_dir),

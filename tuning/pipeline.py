@@ -187,9 +187,11 @@ def _run(params: dict[str, Any], report: Report, record: Record, resume: dict[st
     from .backends.frontends import prepare_for_compile
     from .backends.registry import TuningSetup, make_runner, make_scheduler
     from .backends.targets import TargetMismatch, check_same_target, device_of
-    from .backends.tvmlog import foreign_handlers_detached
 
     set_num_threads(num_threads)  # this process's own TVM runtime (compile-time checks) too
+    from .backends.intrinsics import import_tensor_intrinsics, intrinsic_modules
+
+    import_tensor_intrinsics(intrinsic_modules(target))  # not every backend's (~22 s here)
     work_dir.mkdir(parents=True, exist_ok=True)
     report(1, "importing the model")
     model = load_model(params)
@@ -284,9 +286,8 @@ def _run(params: dict[str, Any], report: Report, record: Record, resume: dict[st
         clock = RoundClock(meter)
         callback = RoundAccountingCallback(clock, on_round, first_round_index=first_round,
                                            round_details=getattr(runner, "round_details", None))
-        with foreign_handlers_detached():  # TVM's logger set-up fails next to handlers it did not make
-            contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-                [extracted[i] for i in to_tune], str(work_dir), num_threads=num_threads, seed=int(params["seed"]))
+        contexts, weights = tune_contexts([extracted[i] for i in to_tune], work_dir, num_threads,
+                                          int(params["seed"]), (params.get("options") or {}).get("search"))
         progress(5 + 80 * min(1.0, done_total / max(1, trials)),
                  f"tuning {len(to_tune)} tasks, {remaining} trials" + (f" (resumed: {done_total} done)" if done_total else ""))
         try:
@@ -372,6 +373,28 @@ def _coverage(database: Any, extracted: list[Any], selected: list[int], task_inf
             "tasks_tuned": tuned, "tasks_untuned": untuned,
             "untuned_flop_share": sum(cost[n] for n in untuned) / total,
             "untuned_flop_share_note": "weighted-FLOP share of the untuned tasks (estimate, not measured time)"}
+
+
+def tune_contexts(tasks: list[Any], work_dir: Path, num_threads: int, seed: int,
+                  search: Mapping[str, Any] | None = None) -> tuple[list[Any], list[float]]:
+    """MetaSchedule tune contexts and task weights for ``tasks`` (``ExtractedTask``s), as
+    ``ms.relax_integration.extracted_tasks_to_tune_contexts``; with ``search`` (option
+    ``"search"``, :func:`tuning.backends.options.search_settings`) the tasks' evolutionary
+    search uses those settings (TVM clones the strategy into each task's context, so no state
+    is shared). TVM's logger set-up runs next to handlers it did not make
+    (:func:`tuning.backends.tvmlog.foreign_handlers_detached`), its console at
+    :func:`tuning.backends.tvmlog.console_level`. Raises ``ValueError`` on bad settings."""
+    from tvm.s_tir import meta_schedule as ms
+
+    from .backends.options import search_settings
+    from .backends.tvmlog import console_level, foreign_handlers_detached
+
+    strategy: Any = "evolutionary"
+    if search:
+        strategy = ms.search_strategy.EvolutionarySearch(**search_settings(dict(search)))
+    with foreign_handlers_detached(console=console_level()):
+        return ms.relax_integration.extracted_tasks_to_tune_contexts(tasks, str(work_dir), strategy=strategy,
+                                                                      num_threads=num_threads, seed=seed)
 
 
 def scheduler_report(scheduler: Any) -> dict | None:

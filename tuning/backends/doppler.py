@@ -388,12 +388,17 @@ def _measure_in_worker(artifact_path: str, device_type: str, args_info: list, ev
     return costs, info
 
 
-def _build_worker_init(cores: tuple[int, ...]) -> None:
-    """Initializer of a warm build worker: pay TVM's heavy imports once, pin to the build cores."""
+def _build_worker_init(cores: tuple[int, ...], intrinsics: tuple[str, ...] | None = None) -> None:
+    """Initializer of a warm build worker: pay TVM's heavy imports once, pin to the build cores.
+    ``intrinsics``: the tensor-intrinsic modules to register
+    (:func:`tuning.backends.intrinsics.intrinsic_modules` of the target; None: all of them)."""
+    from .intrinsics import ALL_MODULES, import_tensor_intrinsics
+
     if cores:
         os.sched_setaffinity(0, set(cores))
     import tvm  # noqa: F401
-    import tvm.s_tir.tensor_intrin  # noqa: F401  (~15 s here; once per worker, not per batch)
+
+    import_tensor_intrinsics(intrinsics or ALL_MODULES)  # once per worker, not per batch
     from tvm.driver import build  # noqa: F401
 
 
@@ -496,14 +501,17 @@ class DopplerEngine:
     work_dir: where ``doppler_decisions.jsonl`` and the build artifacts go;
     paired: time every candidate against its task's reference kernel (module docstring; default
     False: measured here, it hurt more than it helped);
-    on_decision: called with each decision dict; seed: of the serial-sample generator.
+    on_decision: called with each decision dict; seed: of the serial-sample generator;
+    intrinsics: the TVM tensor-intrinsic modules the build workers register
+    (:mod:`tuning.backends.intrinsics`; None: every backend's, about 22 s per worker here).
     Call :meth:`close` (or use as a context manager) to stop every worker process.
     """
 
     def __init__(self, slots: list[SlotSpec], *, config: DopplerConfig | None = None, build_workers: int | None = None,
                  build_timeout_s: float = 30.0, min_repeat_ms: int = 10, overlap: bool | None = None,
                  work_dir: str | os.PathLike | None = None, seed: int = 0, max_process_uses: int = 256,
-                 paired: bool = False, on_decision: Callable[[dict], None] | None = None) -> None:
+                 paired: bool = False, on_decision: Callable[[dict], None] | None = None,
+                 intrinsics: tuple[str, ...] | None = None) -> None:
         from tvm.support.popen_pool import PopenPoolExecutor
 
         if not slots:
@@ -541,7 +549,7 @@ class DopplerEngine:
         self.build_workers = int(build_workers or len(build_cores))
         self.build_timeout_s = float(build_timeout_s)
         self.build_pool = PopenPoolExecutor(max_workers=self.build_workers, timeout=self.build_timeout_s,
-                                            initializer=_build_worker_init, initargs=(build_cores,),
+                                            initializer=_build_worker_init, initargs=(build_cores, intrinsics),
                                             maximum_process_uses=max_process_uses)
         self.timing = {"build_s": 0.0, "measure_parallel_s": 0.0, "measure_serial_s": 0.0, "reference_s": 0.0, "batches": 0}
         self._closed = False
@@ -951,7 +959,10 @@ def make_engine(setup: TuningSetup, on_decision: Callable[[dict], None] | None =
     """Build a :class:`DopplerEngine` from a :class:`TuningSetup` (options under ``"doppler"``) and
     warm it up (every worker started, imports paid, RPC sessions open) before tuning starts."""
     slots, config, kwargs = engine_settings((setup.options or {}).get("doppler"), setup.num_threads)
+    from .intrinsics import intrinsic_modules
+
     engine = DopplerEngine(slots, config=config, work_dir=setup.work_dir, seed=setup.seed,
+                           intrinsics=intrinsic_modules(setup.target),
                            on_decision=on_decision, **kwargs)
     try:
         engine.warm_up()

@@ -21,7 +21,7 @@ def known_option_names() -> list[str]:
     """Every top-level option name some registered component reads (sorted)."""
     from tuning.core.trimmer import TrimmerConfig
 
-    return sorted(set(_LOCAL_AND_GRADIENT) | set(TrimmerConfig.__dataclass_fields__) | {"doppler", "trimmer"})
+    return sorted(set(_LOCAL_AND_GRADIENT) | set(TrimmerConfig.__dataclass_fields__) | {"doppler", "trimmer", "search"})
 
 
 def trimmer_only_option_names() -> list[str]:
@@ -72,6 +72,51 @@ def validate_options(options: Any, num_threads: int, scheduler: str | None = Non
     except (TypeError, OverflowError) as err:
         raise ValueError(f"Trimmer options: {err}") from None
     _check_local_and_gradient(options, scheduler)
+    if "search" in options:
+        search_settings(options["search"])
+
+
+#: MetaSchedule's ``EvolutionarySearch`` settings an operator may change (TVM 0.27 defaults):
+#: name -> (kind, lowest, highest, default).
+SEARCH_FIELDS: dict[str, tuple[str, float, float, float]] = {
+    "population_size": ("int", 2, 1 << 20, 512),
+    "init_measured_ratio": ("float", 0.0, 1.0, 0.2),
+    "init_min_unmeasured": ("int", 1, 1 << 20, 50),
+    "max_fail_count": ("int", 1, 1 << 20, 5),
+    "genetic_num_iters": ("int", 0, 1 << 20, 4),
+    "genetic_mutate_prob": ("float", 0.0, 1.0, 0.85),
+    "genetic_max_fail_count": ("int", 1, 1 << 20, 10),
+    "eps_greedy": ("float", 0.0, 1.0, 0.05),
+}
+
+
+def search_settings(search: Any) -> dict[str, Any]:
+    """Check option ``"search"`` (settings of MetaSchedule's evolutionary search, the
+    ``tvm.s_tir.meta_schedule.search_strategy.EvolutionarySearch`` arguments; TVM's defaults
+    for those not given) and return the complete settings. The search's cost grows with
+    ``population_size`` x (``genetic_num_iters`` + 1) cost-model predictions per round: on
+    this 2-core machine TVM's defaults spend about 36 s of search per round of a small
+    convolution with one thread. Raises ``ValueError`` naming the field on a non-object, an
+    unknown name, a wrong type or a value out of range (``population_size`` at least
+    ``init_min_unmeasured``)."""
+    if not isinstance(search, dict):
+        raise ValueError(f"option 'search' must be an object of evolutionary-search settings, got {type(search).__name__}")
+    unknown = sorted(set(search) - set(SEARCH_FIELDS))
+    if unknown:
+        raise ValueError(f"unknown search setting(s) {unknown}; known: {sorted(SEARCH_FIELDS)}")
+    out: dict[str, Any] = {}
+    for name, (kind, lo, hi, default) in SEARCH_FIELDS.items():
+        v = search.get(name, default)
+        if kind == "int":
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise ValueError(f"search.{name} must be an integer from {int(lo)} to {int(hi)}, got {v!r}")
+        elif isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+            raise ValueError(f"search.{name} must be a number from {lo} to {hi}, got {v!r}")
+        out[name] = int(v) if kind == "int" else float(v)
+    if out["init_min_unmeasured"] > out["population_size"]:
+        raise ValueError(f"search.init_min_unmeasured ({out['init_min_unmeasured']}) must not exceed "
+                         f"search.population_size ({out['population_size']})")
+    return out
 
 
 # what the local runner and the gradient scheduler accept (tuning.backends.components reads them

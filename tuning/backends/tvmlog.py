@@ -13,6 +13,7 @@ process failed; an operator's own ``LOGGING`` entry for the logger would do the 
 from __future__ import annotations
 
 import logging
+import os
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -20,14 +21,35 @@ from typing import Iterator
 TVM_LOGGER = "tvm.s_tir.meta_schedule"
 
 
+#: Environment variable naming the level of MetaSchedule's console lines (default WARNING).
+CONSOLE_LEVEL_ENV = "TANDEM_TVM_CONSOLE_LEVEL"
+
+
+def console_level() -> int:
+    """The level of MetaSchedule's console handler: ``TANDEM_TVM_CONSOLE_LEVEL`` (a logging level
+    name: DEBUG, INFO, WARNING, ERROR), WARNING by default, so a tuning's terminal and worker log
+    carry neither the per-round task tables (INFO) nor XGBoost's iterations (DEBUG). Every
+    line still reaches the per-task log files under the tuning's ``logs/`` (TVM writes those at
+    DEBUG). Raises ``ValueError`` on a name that is not a level."""
+    name = os.environ.get(CONSOLE_LEVEL_ENV, "WARNING").strip().upper()
+    level = logging.getLevelName(name)
+    if not isinstance(level, int):
+        raise ValueError(f"{CONSOLE_LEVEL_ENV}={name!r} is not a logging level (DEBUG, INFO, WARNING, ERROR)")
+    return level
+
+
 @contextmanager
-def foreign_handlers_detached(name: str = TVM_LOGGER) -> Iterator[list[logging.Handler]]:
+def foreign_handlers_detached(name: str = TVM_LOGGER, console: int | None = None) -> Iterator[list[logging.Handler]]:
     """Detach from logger ``name`` every handler whose name does not start with ``name`` (those
     TVM's ``create_loggers`` did not make) for the duration of the block, then attach them again
     (after TVM's own, in their old order), so TVM's ``dictConfig`` sees only handlers it knows
     and the detached ones (pytest's capture, an operator's handler) keep receiving TVM's lines
-    after the set-up. Yields the detached handlers. Raises nothing of its own."""
+    after the set-up. ``console``: a logging level for TVM's console handler (TVM 0.27 gives it
+    the logger's level at set-up time, DEBUG when unset), or None to leave it. Yields the
+    detached handlers. Raises nothing of its own."""
     logger = logging.getLogger(name)
+    if console is not None:
+        logger.setLevel(console)  # read by create_loggers for its console handler's level
     foreign = [h for h in logger.handlers if not (h.get_name() or "").startswith(name)]
     for handler in foreign:
         logger.removeHandler(handler)

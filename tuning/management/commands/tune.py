@@ -108,7 +108,7 @@ class Command(BaseCommand):
         parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                             help="runner/scheduler option, e.g. builder_workers=1 (JSON values allowed; repeat "
                                  f"for several). Names: {', '.join(known_option_names())}; only with "
-                                 f"--scheduler trimmer: {', '.join(trimmer_only_option_names())}; doppler and "
+                                 f"--scheduler trimmer: {', '.join(trimmer_only_option_names())}; doppler, search and "
                                  "trimmer take a JSON object of settings (docs/engines/tuning.md)")
         parser.add_argument("--owner", default="cli", help="user owning the experiment (created if missing)")
         parser.add_argument("--json", action="store_true", help="print the summary as JSON")
