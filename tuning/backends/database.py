@@ -9,11 +9,27 @@ records were measured with), because a MetaSchedule record stores its target but
 threads.
 
 Import validates every line before anything is written, then copies the files into the
-destination atomically (temporary directory + rename): a database with records but no workload
-file, a record pointing past the workload table, or a malformed line gets a
-:class:`DatabaseImportError` and nothing is imported. IRModules serialised by older TVM versions
-(the web-llm database is from 2023) are kept as-is: TVM 0.27 cannot decode their object graph,
-which the import summary reports as ``decodable: false``.
+destination atomically (temporary directory + rename). Refused with a
+:class:`DatabaseImportError` naming the file (and line) and nothing imported:
+
+- a log of another TVM tuner, given as a file or found in the directory (also under a
+  MetaSchedule file name): AutoTVM (JSON lines with ``input``/``config``/``result``/``version``/
+  ``tvm_version``, the version-0.1 JSON lines with ``i``/``r``/``v``, or the tab-separated text
+  lines of its ``pickle`` protocol) or Ansor/``auto_scheduler`` (JSON lines ``{"i": [task, state],
+  "r": [...], "v": "v0.x"}``); TVM 0.27 MetaSchedule reads neither;
+- a path that is a single file, a directory without MetaSchedule files, records without a
+  workload file, workloads without a record file, an empty database (no workload and no record
+  lines), a database with no tuning records;
+- a file that is not UTF-8 text, a line that is not JSON or not of the shape above, a record
+  pointing past the workload table;
+- a workload whose payload is not base64, is truncated (its 8-byte length header says more bytes
+  than follow), is not a TVM JSON object graph, or does not decode to an ``IRModule``. Every
+  workload is decoded, not only the first.
+
+IRModules serialised by older TVM versions in their intact legacy JSON graph (``root``, nodes with
+``type_key``; the web-llm database is from 2023, TVM 0.12.dev0) are kept as-is: TVM 0.27 no longer
+loads that graph format, which the summary reports as ``decodable: false`` with the count in
+``legacy_workloads``.
 """
 from __future__ import annotations
 
@@ -95,76 +111,246 @@ def count_records_by_workload(database: Any) -> Counter:
     return Counter(int(tvm_ffi.structural_hash(r.workload.mod)) for r in database.get_all_tuning_records())
 
 
-def _check_lines(path: Path, kind: str) -> list[Any]:
+_AUTOTVM_JSON_KEYS = frozenset({"input", "config", "result"})
+_CANNOT_READ = ("TVM 0.27 MetaSchedule cannot read it (MetaSchedule reads only its own JSON database: "
+                f"{WORKLOAD_FILE} + {RECORD_FILE}); nothing was imported")
+
+
+def _is_b64(field: str) -> bool:
+    try:
+        base64.b64decode(field, validate=True)
+    except ValueError:
+        return False
+    return bool(field)
+
+
+def foreign_format(line: str) -> str | None:
+    """Name the tuning-log format of one text ``line`` if it is a log of a TVM tuner other than
+    MetaSchedule, else ``None``. Recognised (from the writers in TVM's
+    ``python/tvm/autotvm/record.py`` ``encode`` and ``src/auto_scheduler/measure_record.cc``
+    ``WriteMeasureRecords``):
+
+    - AutoTVM JSON, log version 0.2: an object with keys ``input``, ``config``, ``result`` (and
+      ``version``, ``tvm_version``);
+    - AutoTVM JSON, log version 0.1: ``{"i": [target_str, task_name, args, kwargs, workload,
+      config], "r": [...], "v": 0.1}``;
+    - Ansor (``auto_scheduler``): ``{"i": [[workload_key, target_str, ...], [stages, steps]],
+      "r": [costs, error_no, all_cost, timestamp], "v": "v0.6"}`` (a search task list, not a
+      target string, first in ``i``; a string version);
+    - AutoTVM's text (``pickle`` protocol) lines: tab-separated ``target``, then three base64
+      pickles, then (log version 0.2) the log version and the TVM version: 4 or 6 fields.
+      Nothing is unpickled.
+    """
+    text = line.strip()
+    if text.startswith("{"):
+        try:
+            row = json.loads(text)
+        except json.JSONDecodeError:
+            return None
+        if not isinstance(row, dict):
+            return None
+        if _AUTOTVM_JSON_KEYS <= row.keys():
+            ver = row.get("version")
+            tvm_ver = row.get("tvm_version")
+            return (f"an AutoTVM log (JSON records, log version {ver}"
+                    + (f", written by TVM {tvm_ver}" if tvm_ver else "") + ")")
+        if {"i", "r"} <= row.keys() and isinstance(row["i"], list) and row["i"]:
+            if isinstance(row["i"][0], list):
+                return f"an Ansor (auto_scheduler) log (JSON records, log version {row.get('v')})"
+            if isinstance(row["i"][0], str):
+                return f"an AutoTVM log (JSON records, log version {row.get('v', 0.1)})"
+        return None
+    fields = text.split("\t")
+    if len(fields) in (4, 6) and fields[0] and all(_is_b64(f) for f in fields[1:4]):
+        return (f"an AutoTVM log (tab-separated text records of its pickle protocol, {len(fields)} fields"
+                + (f", log version {fields[4]}, written by TVM {fields[5]}" if len(fields) == 6 else "") + ")")
+    return None
+
+
+def _read_text(path: Path, limit: int | None = None) -> str:
+    """The UTF-8 text of ``path`` (at most ``limit`` bytes, cut at a line end); a file that is
+    not UTF-8 gets a :class:`DatabaseImportError` naming it and the first bad byte."""
+    with open(path, "rb") as f:
+        data = f.read() if limit is None else f.read(limit)
+    if limit is not None and len(data) == limit and b"\n" in data:
+        data = data[: data.rindex(b"\n")]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DatabaseImportError(
+            f"{path.name}: not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start}), so not a MetaSchedule "
+            "JSON database file (binary or damaged); nothing was imported") from None
+
+
+def _first_line(text: str) -> str | None:
+    for line in text.splitlines():
+        if line.strip() and not line.startswith("#"):
+            return line
+    return None
+
+
+def _refuse_if_foreign(path: Path, text: str) -> None:
+    line = _first_line(text)
+    fmt = foreign_format(line) if line is not None else None
+    if fmt:
+        raise DatabaseImportError(f"{path.name} is {fmt}: {_CANNOT_READ}")
+
+
+def _check_lines(text: str, path: Path, kind: str) -> list[Any]:
     rows = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
+        fmt = foreign_format(line)
+        if fmt:
+            raise DatabaseImportError(f"{path.name} line {n} is a line of {fmt}: {_CANNOT_READ}")
         try:
             row = json.loads(line)
         except json.JSONDecodeError as err:
             raise DatabaseImportError(f"{path.name} line {n}: not JSON ({err.msg})") from None
         if kind == "workload":
             ok = isinstance(row, list) and len(row) == 2 and isinstance(row[0], str) and isinstance(row[1], str)
-            if ok:
-                try:
-                    base64.b64decode(row[1], validate=True)
-                except ValueError:
-                    ok = False
         else:
             ok = (isinstance(row, list) and len(row) == 2 and isinstance(row[0], int) and isinstance(row[1], list)
                   and len(row[1]) >= 3 and isinstance(row[1][2], dict) and "kind" in row[1][2])
         if not ok:
             expected = "[shash, base64 IRModule]" if kind == "workload" else "[workload_index, [trace, run_secs, target, args_info]]"
             raise DatabaseImportError(f"{path.name} line {n}: not a MetaSchedule {kind} line (expected {expected})")
-        rows.append(row)
+        rows.append((n, row))
     return rows
 
 
-def _decodable(blob_b64: str) -> bool:
+def decode_workload(blob_b64: str) -> tuple[str, str | None]:
+    """Classify one workload payload (the base64 field of a ``database_workload.json`` line).
+
+    The payload is what MetaSchedule writes: base64 of an 8-byte little-endian length followed by
+    that many bytes of TVM's JSON object graph of the ``IRModule`` (a payload that is the graph
+    text itself, starting ``{``, is accepted too). Returns ``("ok", None)`` if TVM 0.27 loads it as
+    an ``IRModule``, ``("legacy", tvm_version_or_None)`` for an intact pre-0.27 graph (``root``,
+    nodes with ``type_key``, root node ``IRModule``) that TVM 0.27 no longer loads. Raises
+    ``ValueError`` saying what is wrong (not base64, truncated, not a TVM JSON graph, not an
+    IRModule) otherwise.
+    """
     import tvm
     import tvm_ffi  # noqa: F401 - loads the FFI before decoding
 
     try:
-        raw = base64.b64decode(blob_b64)
-        # TVM's binary JSON: 8-byte little-endian length then the JSON graph text
-        text = raw[8:].decode() if raw[:1] != b"{" else raw.decode()
-        tvm.ir.load_json(text)
-        return True
-    except Exception:  # noqa: BLE001 - any decode failure means "not decodable by this TVM"
-        return False
+        raw = base64.b64decode(blob_b64, validate=True)
+    except ValueError as err:
+        raise ValueError(f"IRModule payload is not base64 ({err}): truncated or damaged") from None
+    if raw[:1] == b"{":
+        body = raw
+    else:
+        if len(raw) < 8:
+            raise ValueError(f"IRModule payload is {len(raw)} bytes, shorter than its 8-byte length header: truncated")
+        declared = int.from_bytes(raw[:8], "little")
+        body = raw[8:]
+        if declared != len(body):
+            raise ValueError(f"IRModule payload truncated or damaged: its length header says {declared} bytes of TVM JSON, "
+                             f"{len(body)} follow")
+    try:
+        graph = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"IRModule payload is not TVM JSON ({err})") from None
+    if not isinstance(graph, dict) or not isinstance(graph.get("nodes"), list):
+        raise ValueError("IRModule payload is not a TVM JSON object graph (no 'nodes' list)")
+    if "root" in graph and "root_index" not in graph:  # the pre-0.27 graph layout
+        root = graph["root"]
+        nodes = graph["nodes"]
+        if not (isinstance(root, int) and 0 <= root < len(nodes) and isinstance(nodes[root], dict)
+                and nodes[root].get("type_key") == "IRModule"):
+            raise ValueError("IRModule payload (legacy TVM JSON graph) does not have an IRModule at its root")
+        attrs = graph.get("attrs")
+        return "legacy", attrs.get("tvm_version") if isinstance(attrs, dict) else None
+    try:
+        mod = tvm.ir.load_json(body.decode("utf-8"))
+    except Exception as err:  # noqa: BLE001 - TVM raises several error types for a bad graph
+        raise ValueError(f"IRModule payload does not load in TVM 0.27 ({type(err).__name__}: {str(err)[:200]})") from None
+    if not isinstance(mod, tvm.IRModule):
+        raise ValueError(f"payload decodes to a {type(mod).__name__}, not an IRModule")
+    return "ok", None
 
 
-def inspect_database(src: str | os.PathLike[str]) -> dict[str, Any]:
+def _refuse_not_a_directory(src: Path) -> None:
+    if not src.exists():
+        raise DatabaseImportError(f"{src} does not exist")
+    if src.is_file():
+        _refuse_if_foreign(src, _read_text(src, limit=1 << 16))
+        hint = "; give the directory that holds it" if src.name in (WORKLOAD_FILE, RECORD_FILE) else ""
+        raise DatabaseImportError(f"{src} is a file, not a MetaSchedule database directory (a directory with {WORKLOAD_FILE} "
+                                  f"and {RECORD_FILE}){hint}; nothing was imported")
+    raise DatabaseImportError(f"{src} is not a directory")
+
+
+def _refuse_no_metaschedule_files(src: Path) -> None:
+    files = sorted(p for p in src.iterdir() if p.is_file() and not p.name.startswith("."))
+    for p in files[:64]:
+        try:
+            text = _read_text(p, limit=1 << 16)
+        except DatabaseImportError:
+            continue  # a binary file is not a log of any tuner; said below
+        line = _first_line(text)
+        fmt = foreign_format(line) if line is not None else None
+        if fmt:
+            raise DatabaseImportError(f"{src} holds no {WORKLOAD_FILE} or {RECORD_FILE}; its {p.name} is {fmt}: {_CANNOT_READ}")
+    raise DatabaseImportError(f"{src} holds no {WORKLOAD_FILE} or {RECORD_FILE}: not a MetaSchedule JSON database, "
+                              "nothing to import")
+
+
+def inspect_database(src: str | os.PathLike[str], *, action: str = "import") -> dict[str, Any]:
     """Validate the MetaSchedule JSON database in directory ``src``; returns a summary
-    ``{"workloads", "records", "records_per_workload", "targets", "decodable"}``.
+    ``{"workloads", "records", "records_per_workload", "targets", "decodable", "legacy_workloads"}``
+    (``decodable``: every workload loads in this TVM as an IRModule; ``legacy_workloads``: how many
+    are intact pre-0.27 graphs this TVM no longer loads).
 
-    Raises :class:`DatabaseImportError` for a missing or malformed file, records without a
-    workload file, or a record whose workload index is out of range.
+    Raises :class:`DatabaseImportError` naming the file and line for anything listed in this
+    module's docstring (foreign log formats, missing or empty files, non-UTF-8 bytes, malformed
+    lines, out-of-range workload indices, damaged workload payloads). ``action`` ("import" or
+    "export") only words the message for a database with nothing in it.
     """
     src = Path(src)
     wl, rec = src / WORKLOAD_FILE, src / RECORD_FILE
     if not src.is_dir():
-        raise DatabaseImportError(f"{src} is not a directory")
-    if rec.exists() and not wl.exists():
-        n = len([x for x in rec.read_text().splitlines() if x.strip()])
+        _refuse_not_a_directory(src)
+    if not wl.exists() and not rec.exists():
+        _refuse_no_metaschedule_files(src)
+    rec_text = _read_text(rec) if rec.exists() else None
+    if rec_text is not None and not wl.exists():
+        _refuse_if_foreign(rec, rec_text)
+        n = len([x for x in rec_text.splitlines() if x.strip()])
         raise DatabaseImportError(
             f"{src} has {n} tuning records but no {WORKLOAD_FILE}: the records' workload indices cannot be "
             "resolved to tensor programs, so nothing was imported")
-    if not wl.exists():
-        raise DatabaseImportError(f"{src} holds no {WORKLOAD_FILE}: not a MetaSchedule JSON database")
-    workloads = _check_lines(wl, "workload")
-    records = _check_lines(rec, "tuning record") if rec.exists() else []
-    for i, r in enumerate(records, 1):
+    workloads = _check_lines(_read_text(wl), wl, "workload")
+    records = _check_lines(rec_text, rec, "tuning record") if rec_text is not None else []
+    if not workloads and not records:
+        raise DatabaseImportError(f"{src} is an empty database: {WORKLOAD_FILE} holds no lines and there are no tuning "
+                                  f"records, nothing to {action}")
+    if rec_text is None:
+        raise DatabaseImportError(f"{src} has {len(workloads)} workloads but no {RECORD_FILE}: no tuning records, "
+                                  f"nothing to {action}")
+    if not records:
+        raise DatabaseImportError(f"{src}: {RECORD_FILE} holds no tuning records ({len(workloads)} workloads), "
+                                  f"nothing to {action}")
+    legacy = 0
+    for n, w in workloads:
+        try:
+            kind, _ = decode_workload(w[1])
+        except ValueError as err:
+            raise DatabaseImportError(f"{WORKLOAD_FILE} line {n}: {err}; nothing was {action}ed") from None
+        legacy += kind == "legacy"
+    for n, r in records:
         if not 0 <= r[0] < len(workloads):
-            raise DatabaseImportError(f"{RECORD_FILE} line {i}: workload index {r[0]} out of range (0..{len(workloads) - 1})")
-    targets = {json.dumps(r[1][2], sort_keys=True) for r in records}
+            span = f"0..{len(workloads) - 1}" if workloads else f"{WORKLOAD_FILE} holds no workloads"
+            raise DatabaseImportError(f"{RECORD_FILE} line {n}: workload index {r[0]} out of range ({span})")
+    targets = {json.dumps(r[1][2], sort_keys=True) for _, r in records}
     return {
         "workloads": len(workloads),
         "records": len(records),
-        "records_per_workload": dict(Counter(r[0] for r in records)),
+        "records_per_workload": dict(Counter(r[0] for _, r in records)),
         "targets": [json.loads(t) for t in sorted(targets)],
-        "decodable": _decodable(workloads[0][1]) if workloads else True,
+        "decodable": legacy == 0,
+        "legacy_workloads": legacy,
     }
 
 
@@ -195,7 +381,7 @@ def export_database(work_dir: str | os.PathLike[str], dest: str | os.PathLike[st
     """Copy the database of ``work_dir`` (workload, records, Tandem meta) into directory ``dest``
     and return its :func:`inspect_database` summary. Raises :class:`DatabaseImportError` if
     ``work_dir`` holds no valid database."""
-    summary = inspect_database(work_dir)
+    summary = inspect_database(work_dir, action="export")
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     for name in (WORKLOAD_FILE, RECORD_FILE, META_FILE):

@@ -43,7 +43,7 @@ def _copy(tmp_path):
     [
         (lambda s: (s / "database_tuning_record.json").write_text('[99,[[],[1e-5],{"kind":"llvm"},[]]]\n'), "out of range"),
         (lambda s: (s / "database_tuning_record.json").write_text("not json\n"), "not JSON"),
-        (lambda s: (s / "database_workload.json").write_text('["1", "***not base64***"]\n'), "not a MetaSchedule workload line"),
+        (lambda s: (s / "database_workload.json").write_text('["1", "***not base64***"]\n'), "line 1: IRModule payload is not base64"),
         (lambda s: (s / "database_workload.json").unlink() or (s / "database_tuning_record.json").unlink(), "no database_workload.json"),
     ],
 )

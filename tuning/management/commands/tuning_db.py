@@ -4,6 +4,8 @@
     manage.py tuning_db export --experiment 12 OUT_DIR [--json]
     manage.py tuning_db list [--json]
 
+Import refuses (exit code 1, the reason on stderr, nothing written) AutoTVM and Ansor logs, empty
+or damaged databases and files that are not MetaSchedule's; see ``tuning.backends.database``.
 An imported database can seed a tuning (``tune --seed-database NAME``); its records must have
 been measured under the same target (or ``--force``).
 """
@@ -61,4 +63,5 @@ class Command(BaseCommand):
                 self.stdout.write(f"{name}: {s['workloads']} workloads, {s['records']} records, targets {[t['kind'] for t in s['targets']]}")
         else:
             self.stdout.write(f"{opts['action']}: {out['workloads']} workloads, {out['records']} records, "
-                              f"targets {[t['kind'] for t in out['targets']]}, decodable by this TVM: {out['decodable']}")
+                              f"targets {[t['kind'] for t in out['targets']]}, decodable by this TVM: {out['decodable']}"
+                              + (f" ({out['legacy_workloads']} workloads in a pre-0.27 TVM graph format)" if out["legacy_workloads"] else ""))
