@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO
+from tests.integration.tuning import SMALL_SEARCH
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -19,9 +20,9 @@ SCRIPT = r"""
 import json, sys
 from webapp.plug import Collect, no_report
 from tuning import pipeline
-work = sys.argv[1]
+work, search = sys.argv[1], json.loads(sys.argv[2])
 params = {"model": "mlp", "target": "llvm", "trials": 4, "trials_per_round": 4, "repeats": 3, "num_threads": 1,
-          "measure_eager": False, "options": {"builder_workers": 1}, "work_dir": work}
+          "measure_eager": False, "options": {"builder_workers": 1, "search": search}, "work_dir": work}
 first = Collect()
 s1 = pipeline.run(params, report=no_report, record=first)
 second = Collect()
@@ -33,7 +34,7 @@ print(json.dumps({"first": first.rows, "s1": s1, "second": second.rows, "s2": s2
 
 def test_pipeline_runs_and_resumes_without_django(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "work")], cwd=REPO, env=env,
+    out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "work"), json.dumps(SMALL_SEARCH)], cwd=REPO, env=env,
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])

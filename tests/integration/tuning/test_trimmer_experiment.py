@@ -21,6 +21,8 @@ from webapp.models import Experiment
 from webapp.services import experiment_create
 from webapp.states import State
 
+from tests.integration.tuning import SMALL_SEARCH
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
@@ -36,7 +38,7 @@ def test_trimmer_experiment_preempts_and_attributes_energy(monkeypatch, start_wo
     exp = experiment_create(owner=owner, kind="tuning", parameters={
         "model": "convnet", "target": "llvm", "trials": trials, "trials_per_round": 4, "repeats": 5,
         "runner": "doppler", "scheduler": "trimmer", "measure_eager": False,
-        "options": {"doppler": {"build_workers": 1, "build_timeout_s": 240}, "patience": 1, "preempt_warmup": 0,
+        "options": {"search": SMALL_SEARCH, "doppler": {"build_workers": 1, "build_timeout_s": 240}, "patience": 1, "preempt_warmup": 0,
                     "min_rel_improvement": 0.0},
     })
     wait_for(lambda: Experiment.objects.get(pk=exp.pk).is_terminal, timeout=1500, what="the Trimmer tuning to finish")

@@ -12,6 +12,7 @@ twice in a row.
 """
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO, _worker_env, wait_for
+from tests.integration.tuning import SMALL_SEARCH
 from webapp.models import Experiment
 from webapp.states import State
 
@@ -39,7 +41,7 @@ def test_sigterm_and_sigint_mid_tuning_cancel_their_experiments(transactional_db
             fh = open(logs[sig], "w")
             handles.append(fh)
             cmd = [sys.executable, "manage.py", "tune", "--model", "mlp", "--target", "llvm", "--trials", "64",
-                   "--trials-per-round", "2", "--runner", "local", "--option", "builder_workers=1", "--no-eager",
+                   "--trials-per-round", "2", "--runner", "local", "--option", "builder_workers=1", "--option", "search=" + json.dumps(SMALL_SEARCH), "--no-eager",
                    "--repeats", "3", "--owner", f"sig-{sig.name.lower()}", "--json"]
             procs[sig] = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=fh, text=True)
 

@@ -21,6 +21,8 @@ from webapp.models import Experiment, ExperimentRecord
 from webapp.services import experiment_create
 from webapp.states import State
 
+from tests.integration.tuning import SMALL_SEARCH
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
@@ -35,7 +37,7 @@ def test_multitask_tuning_killed_after_first_batch_keeps_it(scheduler, monkeypat
     monkeypatch.setenv("TANDEM_TUNING_THREADS", "1")
     owner = django_user_model.objects.create_user(f"tuner-{scheduler}", password="pw")
     first = start_worker()
-    options = {"builder_workers": 1}  # trimmer: its default warm-up (100 candidates) means no preemption in 8
+    options = {"builder_workers": 1, "search": SMALL_SEARCH}  # trimmer: its default warm-up (100 candidates) means no preemption in 8
     exp = experiment_create(owner=owner, kind="tuning", parameters={
         "model": "convnet", "target": "llvm", "trials": 8, "trials_per_round": 4, "repeats": 3,
         "runner": "local", "scheduler": scheduler, "measure_eager": False, "options": options,

@@ -21,6 +21,8 @@ from webapp.models import Experiment
 from webapp.services import experiment_create
 from webapp.states import State
 
+from tests.integration.tuning import SMALL_SEARCH
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
@@ -37,7 +39,7 @@ def test_tuning_killed_mid_run_resumes_from_database_and_beats_untuned(monkeypat
     first = start_worker()
     exp = experiment_create(owner=owner, kind="tuning", parameters={
         "model": "mlp", "target": "llvm", "trials": 8, "trials_per_round": 4, "repeats": 10,
-        "runner": "local", "scheduler": "gradient", "options": {"builder_workers": 1},
+        "runner": "local", "scheduler": "gradient", "options": {"builder_workers": 1, "search": SMALL_SEARCH},
     })
     wait_for(lambda: TuningRound.objects.filter(experiment=exp).count() >= 1, timeout=600, what="the first tuning round")
     os.killpg(first.pid, signal.SIGKILL)
