@@ -281,13 +281,12 @@ def main(argv: list[str] | None = None) -> None:
 
     django.setup()
     import tvm
-    from tvm.s_tir import meta_schedule as ms
 
     from tuning.backends.components import set_num_threads
-    from tuning.backends.frontends import import_torch_model, prepare_for_compile
+    from tuning.backends.frontends import build_with_database, import_torch_model, prepare_for_tuning
     from tuning.backends.latency import measure_in_subprocess
     from tuning.backends.targets import available_cores, make_target
-    from tuning.pipeline import extract_tasks, select_tasks
+    from tuning.pipeline import extract_tasks, select_tasks, weight_prepack_for
 
     threads = args.threads or available_cores()
     set_num_threads(threads)
@@ -299,8 +298,9 @@ def main(argv: list[str] | None = None) -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-doppler-"))
     for name in [m for m in args.models.split(",") if m]:
         model = import_torch_model(name)
-        extracted = extract_tasks(model, target)  # the product's extraction and selection
-        prepared = prepare_for_compile(model.mod)  # the product's final-build pipeline
+        prepack = weight_prepack_for({}, target)  # the product's default
+        extracted = extract_tasks(model, target, prepack)  # the product's extraction and selection
+        prepared = prepare_for_tuning(model.mod, prepack)  # the product's final-build pipeline
         tvm_target = tvm.target.Target(target)
         selected = select_tasks(extracted, args.tasks)
         res, libs, kernels = {}, {}, {}
@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> None:
         for runner_name in order:
             r = tune_once(runner_name, extracted, selected, target, threads, args, root / name / runner_name)
             db = r.pop("database")
-            ex = ms.relax_integration.compile_relax(db, prepared, tvm_target, None)
+            ex = build_with_database(prepared, tvm_target, db, prepack)
             libs[runner_name] = root / name / f"{runner_name}.so"
             ex.export_library(str(libs[runner_name]))
             kernels[runner_name] = build_best_kernels(db, extracted, selected, target, root / name / f"{runner_name}-kernels")

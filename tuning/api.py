@@ -58,6 +58,8 @@ class TuningParameters(serializers.Serializer):
     force_target = serializers.BooleanField(default=False)
     seed_database = serializers.CharField(required=False, allow_null=True, default=None, max_length=128)
     measure_eager = serializers.BooleanField(default=True)
+    # None: on for llvm (TVM's cpu_weight_prepack), off for cuda; see tuning.pipeline.weight_prepack_for
+    weight_prepack = serializers.BooleanField(required=False, allow_null=True, default=None)
     options = serializers.DictField(required=False, default=dict)
 
     def validate_runner(self, value: str) -> str:

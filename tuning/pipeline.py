@@ -56,7 +56,16 @@ DEFAULTS: dict[str, Any] = {
     "min_trials_per_task": None, "runner": "local", "scheduler": "gradient", "cost_model": "xgb", "seed": 0,
     "num_threads": None, "repeats": 20, "max_tasks": None, "force_target": False,
     "seed_database": None, "measure_eager": True, "input_shape": None, "options": {},
+    "weight_prepack": None,
 }
+
+
+def weight_prepack_for(params: Mapping[str, Any], target: Mapping[str, Any]) -> bool:
+    """Whether a tuning prepacks weights (:func:`tuning.backends.frontends.prepare_for_tuning`):
+    ``params["weight_prepack"]`` when given, else on for CPU (``llvm``) targets, as TVM
+    recommends for CPU (``static_shape_tuning_pipeline`` docstring), off otherwise."""
+    given = params.get("weight_prepack")
+    return bool(given) if given is not None else target.get("kind") == "llvm"
 
 
 def default_num_threads() -> int:
@@ -99,14 +108,15 @@ def load_model(params: Mapping[str, Any]):
     return import_torch_model(params["model"], params.get("input_shape"))
 
 
-def extract_tasks(model: Any, target: Mapping[str, Any]) -> list[Any]:
+def extract_tasks(model: Any, target: Mapping[str, Any], weight_prepack: bool = False) -> list[Any]:
     """The model's MetaSchedule tuning tasks (``ExtractedTask`` list) under ``target`` (a TVM
-    target dict), after the engine's tuning pipeline (:func:`tuning.backends.frontends.prepare_for_tuning`)."""
+    target dict), after the engine's tuning pipeline (:func:`tuning.backends.frontends.prepare_for_tuning`
+    with ``weight_prepack``)."""
     import tvm
 
     from .backends.frontends import extract_tuning_tasks, prepare_for_tuning
 
-    return extract_tuning_tasks(prepare_for_tuning(model.mod), tvm.target.Target(dict(target)))
+    return extract_tuning_tasks(prepare_for_tuning(model.mod, weight_prepack), tvm.target.Target(dict(target)))
 
 
 def select_tasks(extracted: list[Any], max_tasks: int | None) -> list[int]:
@@ -184,7 +194,7 @@ def _run(params: dict[str, Any], report: Report, record: Record, resume: dict[st
     from .backends.callbacks import RoundAccountingCallback, RoundClock, TimedBuilder, TimedRunner
     from .backends.components import set_num_threads
     from .backends.energy import make_energy_meter
-    from .backends.frontends import prepare_for_compile
+    from .backends.frontends import prepare_for_tuning
     from .backends.registry import TuningSetup, make_runner, make_scheduler
     from .backends.targets import TargetMismatch, check_same_target, device_of
 
@@ -195,7 +205,8 @@ def _run(params: dict[str, Any], report: Report, record: Record, resume: dict[st
     work_dir.mkdir(parents=True, exist_ok=True)
     report(1, "importing the model")
     model = load_model(params)
-    extracted = extract_tasks(model, target)
+    prepack = weight_prepack_for(params, target)
+    extracted = extract_tasks(model, target, prepack)
     if not extracted:
         raise ValueError(f"model {model.name} has no tunable tasks")
     selected = select_tasks(extracted, params["max_tasks"])
@@ -323,7 +334,8 @@ def _run(params: dict[str, Any], report: Report, record: Record, resume: dict[st
 
     # --- result ------------------------------------------------------------------------------------
     progress(88, "compiling tuned and untuned builds")
-    result = measure_result(model, prepare_for_compile(model.mod), target, num_threads, database, work_dir, params, progress)
+    result = measure_result(model, prepare_for_tuning(model.mod, prepack), target, num_threads, database, work_dir,
+                            params, progress, weight_prepack=prepack)
     split = {k: sum(float(r[k]) for r in rounds) for k in
              ("search_seconds", "build_seconds", "measure_seconds", "search_joules", "build_joules", "measure_joules")}
     last = rounds[-1] if rounds else None
@@ -335,6 +347,7 @@ def _run(params: dict[str, Any], report: Report, record: Record, resume: dict[st
         "trials_mirrored": sum(len(r["candidates"]) for r in rounds), "resumed_from_trials": resumed_from,
         "trials_this_attempt": trials_seen[0] - done_total,
         "rounds": len(rounds), "runner": params["runner"], "scheduler": params["scheduler"],
+        "weight_prepack": prepack,
         "tuning_wall_seconds": float(last["wall_seconds"]) if last else 0.0,
         "tuning_joules": float(last["joules_total"]) if last else 0.0,
         "this_attempt_seconds": tuning_seconds, "this_attempt_joules": tuning_joules,
@@ -421,29 +434,40 @@ def _round_row(summary: Any, task_index: int, wall_offset: float, joule_offset: 
 
 
 def measure_result(model: Any, prepared: Any, target: dict[str, Any], num_threads: int, database: Any, work_dir: Path,
-                   params: Mapping[str, Any], report: Callable[[float, str], None]) -> dict[str, Any]:
-    """Compile tuned (database applied) and untuned (empty database, same pipeline) builds,
-    export them into ``work_dir``, and measure both plus PyTorch eager in fresh subprocesses with
-    the same threads (:func:`tuning.backends.latency.measure_in_subprocess`). Returns
-    ``{"tuned", "untuned", "eager", "speedup_vs_untuned"}`` (latency dicts in seconds)."""
-    import tvm
+                   params: Mapping[str, Any], report: Callable[[float, str], None],
+                   weight_prepack: bool = False) -> dict[str, Any]:
+    """Compile tuned (database applied) and untuned (empty database, same pipeline) builds of
+    ``prepared`` (the tuning form, :func:`tuning.backends.frontends.prepare_for_tuning` with
+    ``weight_prepack``; built by :func:`tuning.backends.frontends.build_with_database`), export
+    them into ``work_dir``, and measure both plus PyTorch eager in fresh subprocesses with the
+    same threads (:func:`tuning.backends.latency.measure_in_subprocess`). On an LLVM target
+    naming its CPU (``mcpu``) the untuned build is also measured without ``mcpu``
+    (``untuned_no_mcpu``): TVM's default kernels can be slower with the CPU named, so both
+    baselines are reported (issue 20). Returns ``{"tuned", "untuned", "untuned_no_mcpu",
+    "eager", "speedup_vs_untuned"}`` (latency dicts in seconds; None where not measured)."""
     from tvm.s_tir import meta_schedule as ms
 
+    from .backends.frontends import build_with_database
     from .backends.latency import measure_in_subprocess
 
-    tvm_target = tvm.target.Target(target)
     libs = {}
-    # ``prepared`` is the module before legalisation/fusion (see frontends.prepare_for_compile)
-    for label, db in (("tuned", database), ("untuned", ms.database.MemoryDatabase())):
-        ex = ms.relax_integration.compile_relax(db, prepared, tvm_target, None)
+    builds = [("tuned", database, target), ("untuned", ms.database.MemoryDatabase(), target)]
+    if target.get("kind") == "llvm" and target.get("mcpu"):
+        builds.append(("untuned_no_mcpu", ms.database.MemoryDatabase(),
+                       {k: v for k, v in target.items() if k != "mcpu"}))
+    for label, db, tgt in builds:
+        ex = build_with_database(prepared, dict(tgt), db, weight_prepack)
         path = work_dir / f"{label}.so"
         ex.export_library(str(path))
         libs[label] = path
     device = "cuda" if target.get("kind") == "cuda" else "cpu"
     repeats = int(params["repeats"])
     out: dict[str, Any] = {}
-    for pct, label in ((91, "untuned"), (94, "tuned")):
-        report(pct, f"measuring the {label} build")
+    out["untuned_no_mcpu"] = None
+    for pct, label in ((90, "untuned"), (92, "untuned_no_mcpu"), (94, "tuned")):
+        if label not in libs:
+            continue
+        report(pct, f"measuring the {label.replace('_', ' ')} build")
         out[label] = measure_in_subprocess("tvm", str(libs[label]), model.input_shapes, model.input_dtypes,
                                            threads=num_threads, repeats=repeats, device=device)
     out["eager"] = None

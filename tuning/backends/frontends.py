@@ -195,12 +195,40 @@ def prepare_for_compile(mod: Any) -> Any:
     ])(mod)
 
 
-def prepare_for_tuning(mod: Any) -> Any:
+def prepare_for_tuning(mod: Any, weight_prepack: bool = False) -> Any:
     """:func:`prepare_for_compile` then the ``zero`` pipeline (legalise, annotate, fold
-    constants, fuse): the form ``extract_tasks`` needs to see the operators as TIR workloads."""
+    constants, fuse): the form ``extract_tasks`` needs to see the operators as TIR workloads.
+    With ``weight_prepack`` (CPU), also ``AttachAttrLayoutFreeBuffers``: the weights become
+    layout-free buffers, so MetaSchedule's ``RewriteLayout`` may choose their layout per
+    candidate (weight prepacking), as TVM 0.27's ``static_shape_tuning`` pipeline does with
+    ``cpu_weight_prepack=True`` before its tuning step (``tvm/relax/pipeline.py``). Tuning and
+    the final build (:func:`build_with_database`) must use the same form: the tasks differ."""
     from tvm import relax
 
-    return relax.get_pipeline("zero")(prepare_for_compile(mod))
+    out = relax.get_pipeline("zero")(prepare_for_compile(mod))
+    return relax.transform.AttachAttrLayoutFreeBuffers()(out) if weight_prepack else out
+
+
+def build_with_database(tuning_mod: Any, target: Any, database: Any, weight_prepack: bool = False) -> Any:
+    """Compile ``tuning_mod`` (the output of :func:`prepare_for_tuning` with the same
+    ``weight_prepack``) for ``target`` with every kernel the MetaSchedule ``database`` holds
+    applied (an empty ``MemoryDatabase`` gives the untuned build: TVM's default lowering of each
+    operator). The steps of TVM 0.27's ``static_shape_tuning`` pipeline after its tuning step:
+    ``MetaScheduleApplyDatabase``, then with ``weight_prepack`` ``SplitLayoutRewritePreproc``,
+    ``LiftTransformParams`` and ``FoldConstant`` (the weights are constants here, so their
+    layout transform is folded at compile time and ``main`` keeps its signature); then
+    ``tvm.compile``. Returns the Relax VM executable."""
+    import tvm
+    from tvm import relax
+
+    target = tvm.target.Target(target) if not isinstance(target, tvm.target.Target) else target
+    with target, database, tvm.transform.PassContext(opt_level=3):  # the passes read the current target
+        passes = [relax.transform.MetaScheduleApplyDatabase(enable_warning=False)]
+        if weight_prepack:
+            passes += [relax.transform.SplitLayoutRewritePreproc(), relax.transform.LiftTransformParams(),
+                       relax.transform.FoldConstant()]
+        mod = tvm.transform.Sequential(passes)(tuning_mod)
+        return tvm.compile(mod, target=target)
 
 
 def extract_tuning_tasks(prepared_mod: Any, target: Any) -> list[Any]:

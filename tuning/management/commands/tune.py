@@ -105,6 +105,10 @@ class Command(BaseCommand):
         parser.add_argument("--seed-database", help="name of an imported database to start from")
         parser.add_argument("--force", action="store_true", help="use a database measured under another target")
         parser.add_argument("--no-eager", action="store_true", help="skip the PyTorch eager measurement")
+        parser.add_argument("--weight-prepack", dest="weight_prepack", action="store_true", default=None,
+                            help="tune and build with weight prepacking (layout-free weights; default on llvm)")
+        parser.add_argument("--no-weight-prepack", dest="weight_prepack", action="store_false",
+                            help="tune and build without weight prepacking (default on cuda)")
         parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                             help="runner/scheduler option, e.g. builder_workers=1 (JSON values allowed; repeat "
                                  f"for several). Names: {', '.join(known_option_names())}; only with "
@@ -134,7 +138,7 @@ class Command(BaseCommand):
                 "max_tasks": opts["max_tasks"], "runner": opts["runner"], "scheduler": opts["scheduler"],
                 "cost_model": opts["cost_model"], "num_threads": opts["threads"], "repeats": opts["repeats"],
                 "seed": opts["seed"], "seed_database": opts["seed_database"], "force_target": opts["force"],
-                "measure_eager": not opts["no_eager"],
+                "measure_eager": not opts["no_eager"], "weight_prepack": opts["weight_prepack"],
             }.items() if v is not None}
             if opts["option"]:
                 options = {}
@@ -193,7 +197,9 @@ class Command(BaseCommand):
                 f"experiment {exp.pk}: {result['model']} on {result['host_cpu']} x {result['num_threads']} threads, "
                 f"{result['trials_in_database']} trials in {result['tuning_wall_seconds']:.0f} s, "
                 f"{result['tuning_joules']:.0f} J ({result['energy_source']})\n"
-                f"  tuned   {ms(result['tuned'])}\n  untuned {ms(result['untuned'])}\n  eager   {ms(result.get('eager'))}\n"
+                f"  tuned   {ms(result['tuned'])}\n  untuned {ms(result['untuned'])}"
+                + (f"; without mcpu {ms(result['untuned_no_mcpu'])}" if result.get("untuned_no_mcpu") else "")
+                + f"\n  eager   {ms(result.get('eager'))}\n"
                 f"  time split: search {result['search_seconds']:.0f} s, build {result['build_seconds']:.0f} s, "
                 f"measure {result['measure_seconds']:.0f} s")
             b = result.get("budget") or {}
