@@ -7,15 +7,30 @@ deleting the message file when a worker takes it: a worker killed mid-task loses
 and its experiment or job would stay ``running`` forever. The demo runs ONE worker, so when a
 worker starts on the filesystem broker, anything still ``running`` belonged to a dead worker:
 it is marked ``failed`` with :data:`WORKER_LOST_ERROR` so the user can resubmit it.
-Do not run several workers on the filesystem broker (use Redis for that).
+
+That is true only if no other worker is alive on the same broker folder, so a worker on the
+filesystem broker first takes an exclusive lock (``flock``) on ``<broker>/worker.lock``, held for
+its life, before it consumes anything (``celeryd_init``); a second worker (a second ``serve``)
+exits at once with :class:`AnotherWorkerRunning` and fails nothing. Use Redis for several workers.
 """
 from __future__ import annotations
 
+import fcntl
 import logging
+from pathlib import Path
+from typing import IO, Any
 
-from celery.signals import worker_ready
+from celery.signals import celeryd_init, worker_ready
 
 log = logging.getLogger(__name__)
+
+#: The open lock file of this worker process (kept open: the lock lives as long as it does).
+_LOCK: IO | None = None
+
+
+class AnotherWorkerRunning(SystemExit):
+    """Raised at worker start on the filesystem broker when another live worker holds the
+    broker folder's lock (a ``SystemExit``: the worker stops before it consumes a message)."""
 
 WORKER_LOST_ERROR = "worker lost (filesystem broker has no redelivery); resubmit"
 
@@ -58,3 +73,47 @@ def _on_worker_ready(sender=None, **_kwargs) -> None:
     app = getattr(sender, "app", None)
     url = (app.conf.broker_url if app is not None else None) or ""
     fail_running_work(broker_url=str(url))
+
+
+def broker_lock_path(transport_options: dict[str, Any]) -> Path:
+    """``worker.lock`` beside the filesystem broker's queue folder (``data_folder_in`` of the
+    transport options, ``webapp/settings/base.py``; kombu's default ``data_in`` in the working
+    directory when not set). Raises nothing."""
+    folder = (transport_options or {}).get("data_folder_in") or "data_in"
+    return Path(folder).absolute().parent / "worker.lock"
+
+
+def take_single_worker_lock(path: Path) -> IO:
+    """Take the exclusive, non-blocking ``flock`` on ``path`` (created if missing) for this
+    process and return the open file (keep it open). Raises :class:`AnotherWorkerRunning`
+    naming the lock file if another process holds it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fh = open(path, "a+")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        raise AnotherWorkerRunning(
+            f"another worker is running on this filesystem broker (it holds {path}); this worker stops without "
+            "touching its work. Stop the other one first, or use Redis (CELERY_BROKER_URL) for several workers") from None
+    fh.seek(0)
+    fh.truncate()
+    import os
+
+    fh.write(f"{os.getpid()}\n")
+    fh.flush()
+    return fh
+
+
+@celeryd_init.connect
+def _on_worker_init(sender=None, conf=None, **_kwargs) -> None:
+    global _LOCK
+    url = str(getattr(conf, "broker_url", "") or "")
+    if not url.startswith("filesystem://") or _LOCK is not None:
+        return
+    path = broker_lock_path(dict(getattr(conf, "broker_transport_options", None) or {}))
+    try:
+        _LOCK = take_single_worker_lock(path)
+    except AnotherWorkerRunning as err:
+        log.critical("%s", err.code)
+        raise

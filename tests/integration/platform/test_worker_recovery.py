@@ -53,3 +53,43 @@ def test_worker_ready_signal_runs_the_recovery(work):
 
     worker_ready.send(sender=Consumer())
     assert [s[1] for s in _states(work)] == ["failed", "queued", "succeeded", "failed"]
+
+
+def test_second_worker_on_the_filesystem_broker_stops_and_fails_nothing(work, tmp_path):
+    """A second ``serve`` (second worker on the same broker folder) used to fail the first
+    worker's running work and lose its result; now it exits before consuming anything."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO, _worker_env
+
+    var = tmp_path / "var"
+    lock = var / "broker" / "worker.lock"
+    lock.parent.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, sys, time; f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX); "
+        "print('held', flush=True); time.sleep(120)"), str(lock)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        env = {**_worker_env(), "CELERY_BROKER_URL": "filesystem://", "TANDEM_VAR_DIR": str(var),
+               "DJANGO_SETTINGS_MODULE": "webapp.settings.dev"}  # the demo's settings: broker under var/
+        proc = subprocess.run([sys.executable, "-m", "celery", "-A", "workers", "worker", "--pool", "solo",
+                               "--loglevel", "INFO"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode != 0
+        assert "another worker is running on this filesystem broker" in proc.stdout + proc.stderr
+        # the live worker's work is untouched
+        assert [s[1] for s in _states(work)] == ["running", "queued", "succeeded", "running"]
+    finally:
+        holder.kill()
+        holder.wait()
+    # with the other worker gone, the lock is free again and this process takes it
+    from workers.recovery import AnotherWorkerRunning, take_single_worker_lock
+
+    fh = take_single_worker_lock(lock)
+    try:
+        assert lock.read_text().strip() == str(os.getpid())
+        with pytest.raises(AnotherWorkerRunning):  # flock is per open file: a second open is refused
+            take_single_worker_lock(lock)
+    finally:
+        fh.close()
