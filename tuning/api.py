@@ -72,9 +72,26 @@ class TuningParameters(serializers.Serializer):
             raise serializers.ValidationError(f"unknown scheduler {value!r}; available: {', '.join(_scheduler_choices())}")
         return value
 
+    #: Largest input tensor a tuning accepts, elements (2**28: 1 GiB of float32). A bigger one
+    #: would be refused by memory on a worker minutes later; it is refused at submission instead.
+    MAX_INPUT_ELEMENTS = 1 << 28
+
     def validate(self, attrs):
         if bool(attrs.get("model")) == bool(attrs.get("onnx")):
             raise serializers.ValidationError("give exactly one of 'model' and 'onnx'")
+        shape = attrs.get("input_shape")
+        if shape:
+            elements = 1
+            for s in shape:
+                elements *= int(s)
+            if elements > self.MAX_INPUT_ELEMENTS:
+                raise serializers.ValidationError({"input_shape": (
+                    f"{list(shape)} is {elements:,} elements ({elements * 4 / 2**30:.1f} GiB as float32); "
+                    f"the largest accepted input is {self.MAX_INPUT_ELEMENTS:,} elements (1 GiB)")})
+        lo, hi = attrs.get("min_trials_per_task"), attrs.get("max_trials_per_task")
+        if lo is not None and hi is not None and lo > hi:
+            raise serializers.ValidationError({"min_trials_per_task": (
+                f"{lo} is more than max_trials_per_task ({hi}): no task could reach its minimum")})
         if attrs.get("onnx"):
             from .services import resolve_onnx
 

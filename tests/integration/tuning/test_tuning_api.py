@@ -85,6 +85,12 @@ def api(user):
         ({"model": "mlp", "options": {"doppler": {"paired": True}}}, "options",
          "applies to runner 'doppler' only; this tuning uses 'local'"),
         ({"model": "mlp", "options": {"screen_ratio": 0.5}}, "options", "DOPpler settings go under 'doppler'"),
+        # found by a fresh-clone try: 3e10 elements (120 GB) was accepted; contradictory budgets ran
+        ({"model": "convnet", "input_shape": [1, 3, 100000, 100000]}, "input_shape", "30,000,000,000 elements"),
+        ({"model": "mlp", "min_trials_per_task": 50, "max_trials_per_task": 5}, "min_trials_per_task",
+         "more than max_trials_per_task (5)"),
+        ({"model": "mlp", "options": {"search": {"population_size": 8}}}, "options", "search.init_min_unmeasured"),
+        ({"model": "mlp", "weight_prepack": "sometimes"}, "weight_prepack", "valid boolean"),
     ],
 )
 def test_bad_tuning_parameters_are_refused_and_nothing_stored(api, params, field, message):
