@@ -123,3 +123,22 @@ def test_peer_plan_exports_once_into_the_work_dir_and_follows_the_switches(tmp_p
                             "onnxruntime": {"median_s": 0.003}})["speedup_vs_onnxruntime"] == pytest.approx(1.5)
     with pytest.raises(RuntimeError, match="eager broke"):
         result_of_peers({"tuned": {"median_s": 1.0}, "untuned": {"median_s": 1.0}, "eager": {"error": "eager broke"}})
+
+
+def test_result_page_rows_and_figure_show_onnxruntime_beside_eager_or_why_not():
+    from tuning.figures import latency_comparison_figure
+    from tuning.views import latency_rows
+
+    lat = lambda m: {"median_s": m, "p25_s": m * 0.9, "p75_s": m * 1.1}  # noqa: E731
+    result = {"tuned": lat(0.002), "untuned": lat(0.008), "eager": lat(0.003), "onnxruntime": lat(0.001)}
+    rows = latency_rows(result)
+    assert [r["label"] for r in rows] == ["TVM tuned", "TVM untuned", "PyTorch eager", "onnxruntime (CPU execution provider)"]
+    assert rows[3]["median_ms"] == pytest.approx(1.0) and rows[3]["vs_tuned"] == pytest.approx(0.5)
+    assert rows[0]["vs_tuned"] is None and rows[1]["vs_tuned"] == pytest.approx(4.0)
+    assert list(latency_comparison_figure(result).data[0].x) == ["TVM tuned", "TVM untuned", "PyTorch eager",
+                                                                   "onnxruntime (CPU EP)"]
+    failed = latency_rows({**result, "onnxruntime": {"error": "ONNX export of m failed: aten::i0"}})
+    assert failed[3] == {"label": "onnxruntime (CPU execution provider)", "error": "ONNX export of m failed: aten::i0",
+                         "vs_tuned": None}
+    assert list(latency_comparison_figure({**result, "onnxruntime": {"error": "x"}}).data[0].x) == [
+        "TVM tuned", "TVM untuned", "PyTorch eager"]
