@@ -188,7 +188,8 @@ class LatencyPeer:
                "--device", device, "--shapes", json.dumps([list(s) for s in shapes]),
                "--dtypes", json.dumps(list(dtypes)), "--serve"]
         self._err = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe: a chatty peer never blocks
-        self._proc = subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[2], env=env, text=True, bufsize=1,
+        self._buf = b""  # stdout read unbuffered (os.read), so select() never misses a buffered line
+        self._proc = subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[2], env=env, bufsize=0,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err)
         self.info: dict[str, Any] | None = None
         if wait:
@@ -209,17 +210,23 @@ class LatencyPeer:
         import selectors
 
         deadline = time.monotonic() + self.timeout_s
+        fd = self._proc.stdout.fileno()
         with selectors.DefaultSelector() as sel:
-            sel.register(self._proc.stdout, selectors.EVENT_READ)
+            sel.register(fd, selectors.EVENT_READ)
             while True:
-                left = deadline - time.monotonic()
-                if left <= 0 or not sel.select(left):
-                    raise subprocess.TimeoutExpired(self._proc.args, self.timeout_s)
-                line = self._proc.stdout.readline()
-                if not line:
-                    self._proc.wait(timeout=30)
-                    raise RuntimeError(f"latency measurement of {self.kind} {self.what} failed ({what}, exit "
-                                       f"{self._proc.returncode}): {self._stderr()}")
+                if b"\n" not in self._buf:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not sel.select(left):
+                        raise subprocess.TimeoutExpired(self._proc.args, self.timeout_s)
+                    chunk = os.read(fd, 1 << 16)
+                    if not chunk:
+                        self._proc.wait(timeout=30)
+                        raise RuntimeError(f"latency measurement of {self.kind} {self.what} failed ({what}, exit "
+                                           f"{self._proc.returncode}): {self._stderr()}")
+                    self._buf += chunk
+                    continue
+                raw, self._buf = self._buf.split(b"\n", 1)
+                line = raw.decode("utf-8", "replace")
                 if line.startswith(_TAG):
                     msg = json.loads(line[len(_TAG):])
                     if "error" in msg:
@@ -238,8 +245,10 @@ class LatencyPeer:
         self.wait_loaded()
         if self._proc.poll() is not None:
             raise RuntimeError(f"latency peer {self.kind} {self.what} is not running")
-        self._proc.stdin.write(json.dumps({"repeats": int(repeats)}) + "\n")
-        self._proc.stdin.flush()
+        try:
+            self._proc.stdin.write((json.dumps({"repeats": int(repeats)}) + "\n").encode())
+        except OSError as err:  # it ended between the check and the write
+            raise RuntimeError(f"latency peer {self.kind} {self.what} is not running ({err}): {self._stderr()}") from None
         return [float(s) for s in self._answer("timing")["seconds"]]
 
     def request_exit(self) -> None:
@@ -341,9 +350,12 @@ def measure_interleaved(peers: dict[str, tuple[str, str]], shapes: list[tuple[in
     return {label: out[label] for label in peers}
 
 
+_PROTOCOL = sys.stdout  # --serve: a private duplicate of fd 1; fd 1 itself then goes to stderr
+
+
 def _emit(msg: dict[str, Any]) -> None:
-    sys.stdout.write(_TAG + json.dumps(msg) + "\n")
-    sys.stdout.flush()
+    _PROTOCOL.write(_TAG + json.dumps(msg) + "\n")
+    _PROTOCOL.flush()
 
 
 def _serve(calibrate: Callable[[], Callable[[int], list[float]]]) -> None:
@@ -369,6 +381,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--serve", action="store_true", help="answer {\"repeats\": N} lines on stdin until EOF")
     a = p.parse_args(argv)
+    if a.serve:  # whatever a runtime prints to stdout lands on stderr, not in the protocol
+        global _PROTOCOL
+        sys.stdout.flush()
+        _PROTOCOL = os.fdopen(os.dup(1), "w", buffering=1)
+        os.dup2(2, 1)
     shapes = [tuple(s) for s in json.loads(a.shapes)]
     dtypes = json.loads(a.dtypes)
     try:
