@@ -85,6 +85,7 @@ def api(user):
         ({"model": "mlp", "options": {"doppler": {"paired": True}}}, "options",
          "applies to runner 'doppler' only; this tuning uses 'local'"),
         ({"model": "mlp", "options": {"screen_ratio": 0.5}}, "options", "DOPpler settings go under 'doppler'"),
+        ({"model": "mlp", "measure_onnxruntime": "sometimes"}, "measure_onnxruntime", "Must be a valid boolean"),
     ],
 )
 def test_bad_tuning_parameters_are_refused_and_nothing_stored(api, params, field, message):
