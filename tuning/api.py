@@ -57,7 +57,8 @@ class TuningParameters(serializers.Serializer):
     repeats = serializers.IntegerField(min_value=3, max_value=1000, default=20)
     force_target = serializers.BooleanField(default=False)
     seed_database = serializers.CharField(required=False, allow_null=True, default=None, max_length=128)
-    measure_eager = serializers.BooleanField(default=True)
+    measure_eager = serializers.BooleanField(default=True)  # the peers: PyTorch eager and onnxruntime
+    measure_onnxruntime = serializers.BooleanField(default=True)  # with measure_eager, on CPU targets
     # None: on for llvm (TVM's cpu_weight_prepack), off for cuda; see tuning.pipeline.weight_prepack_for
     weight_prepack = serializers.BooleanField(required=False, allow_null=True, default=None)
     options = serializers.DictField(required=False, default=dict)

@@ -49,6 +49,7 @@ def tuning_experiment_run(experiment: Experiment, reporter: ProgressReporter) ->
         "wall_seconds": summary["tuning_wall_seconds"], "joules": summary["tuning_joules"],
         "energy_source": summary["energy_source"],
         "details": {k: summary[k] for k in ("tasks", "rounds", "runner", "scheduler", "host_cpu", *split_keys)}
+        | {"onnxruntime": summary.get("onnxruntime"), "speedup_vs_onnxruntime": summary.get("speedup_vs_onnxruntime")}
         | ({"trimmer": {k: v for k, v in trimmer.items() if k not in ("first_round_index", "task_indices")}}
            if trimmer is not None else {}),
     })

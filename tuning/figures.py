@@ -54,13 +54,15 @@ def time_split_figure(curve: list[dict[str, Any]]) -> go.Figure:
 
 def latency_comparison_figure(result: dict[str, Any] | None) -> go.Figure:
     """Bar chart of end-to-end latency (ms, median with p25-p75 error bars) of the tuned build,
-    the untuned build and PyTorch eager; missing ones left out."""
+    the untuned build, PyTorch eager and onnxruntime; missing or failed ones (no ``median_s``)
+    left out."""
     fig = go.Figure()
     if result:
         labels, med, lo, hi = [], [], [], []
-        for key, label in (("tuned", "TVM tuned"), ("untuned", "TVM untuned"), ("eager", "PyTorch eager")):
+        for key, label in (("tuned", "TVM tuned"), ("untuned", "TVM untuned"), ("eager", "PyTorch eager"),
+                           ("onnxruntime", "onnxruntime (CPU EP)")):
             d = result.get(key) or {}
-            if d:
+            if "median_s" in d:
                 labels.append(label)
                 med.append(d["median_s"] * 1e3)
                 lo.append((d["median_s"] - d["p25_s"]) * 1e3)

@@ -131,7 +131,9 @@ class TuningResult(models.Model):
     """End-to-end latency of the model: tuned build, untuned build, PyTorch eager.
 
     Each ``*_latency`` is a dict ``{"median_s", "p25_s", "p75_s", "min_s", "max_s", "repeats"}``
-    (seconds) or empty when not measured (e.g. no PyTorch model for an ONNX upload).
+    (seconds) or empty when not measured (e.g. no PyTorch model for an ONNX upload). The
+    onnxruntime peer is in ``details["onnxruntime"]`` (same dict plus ``session``, ``None`` when
+    not measured, ``{"error": ...}`` when it failed) with ``details["speedup_vs_onnxruntime"]``.
     """
 
     experiment = models.OneToOneField(Experiment, on_delete=models.CASCADE, related_name="tuning_result")

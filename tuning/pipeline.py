@@ -3,8 +3,8 @@
 ``run(params, *, report, record, resume=None) -> dict`` imports the model, extracts its tuning
 tasks, tunes them with MetaSchedule ``tune_tasks`` using the builder/runner and task scheduler
 registered under the requested names (:mod:`tuning.backends.registry`), then compiles the model
-with the database applied and measures tuned, untuned and PyTorch-eager latency with the same
-threads. The Celery runner (:func:`tuning.experiment.tuning_experiment_run`), ``manage.py tune``
+with the database applied and measures tuned, untuned, PyTorch-eager and onnxruntime latency
+with the same threads, interleaved (:func:`measure_result`). The Celery runner (:func:`tuning.experiment.tuning_experiment_run`), ``manage.py tune``
 and the benchmarks all call it; none drives MetaSchedule's task loop itself.
 
 Rows handed to ``record(table, rows)`` as soon as they exist:
@@ -55,7 +55,7 @@ DEFAULTS: dict[str, Any] = {
     "target": "llvm", "trials": 64, "trials_per_round": 32, "max_trials_per_task": None,
     "min_trials_per_task": None, "runner": "local", "scheduler": "gradient", "cost_model": "xgb", "seed": 0,
     "num_threads": None, "repeats": 20, "max_tasks": None, "force_target": False,
-    "seed_database": None, "measure_eager": True, "input_shape": None, "options": {},
+    "seed_database": None, "measure_eager": True, "measure_onnxruntime": True, "input_shape": None, "options": {},
     "weight_prepack": None,
 }
 
@@ -433,22 +433,53 @@ def _round_row(summary: Any, task_index: int, wall_offset: float, joule_offset: 
     }
 
 
+def onnx_for_peer(model: Any, params: Mapping[str, Any], work_dir: Path) -> Path:
+    """The ONNX file the onnxruntime peer runs: the user's file for an ONNX import
+    (``params["onnx_path"]``), else the PyTorch model exported into ``<work_dir>/model.onnx`` by
+    :func:`tuning.backends.frontends.export_torch_onnx` (once per measurement, overwriting an
+    earlier attempt's). Raises :class:`tuning.backends.frontends.OnnxExportError` when the export
+    fails or there is neither a file nor a PyTorch model."""
+    from .backends.frontends import OnnxExportError, export_torch_onnx
+
+    if params.get("onnx_path"):
+        return Path(params["onnx_path"])
+    if model.torch_module is None:
+        raise OnnxExportError(f"{model.name}: no ONNX file and no PyTorch model to export")
+    return export_torch_onnx(model.torch_module, model.input_shapes, model.input_dtypes, work_dir / "model.onnx",
+                             name=model.name)
+
+
+#: Rounds of the interleaved peer measurement (each round times every peer once).
+PEER_ROUNDS = 3
+
+
 def measure_result(model: Any, prepared: Any, target: dict[str, Any], num_threads: int, database: Any, work_dir: Path,
                    params: Mapping[str, Any], report: Callable[[float, str], None],
                    weight_prepack: bool = False) -> dict[str, Any]:
     """Compile tuned (database applied) and untuned (empty database, same pipeline) builds of
     ``prepared`` (the tuning form, :func:`tuning.backends.frontends.prepare_for_tuning` with
     ``weight_prepack``; built by :func:`tuning.backends.frontends.build_with_database`), export
-    them into ``work_dir``, and measure both plus PyTorch eager in fresh subprocesses with the
-    same threads (:func:`tuning.backends.latency.measure_in_subprocess`). On an LLVM target
-    naming its CPU (``mcpu``) the untuned build is also measured without ``mcpu``
-    (``untuned_no_mcpu``): TVM's default kernels can be slower with the CPU named, so both
-    baselines are reported (issue 20). Returns ``{"tuned", "untuned", "untuned_no_mcpu",
-    "eager", "speedup_vs_untuned"}`` (latency dicts in seconds; None where not measured)."""
+    them into ``work_dir``, and measure them with their peers, PyTorch eager and onnxruntime
+    (CPU execution provider), interleaved: :func:`tuning.backends.latency.measure_interleaved`,
+    one subprocess per peer with the same threads, :data:`PEER_ROUNDS` rounds of
+    ``ceil(repeats / rounds)`` timings, median over all. On an LLVM target naming its CPU
+    (``mcpu``) the untuned build is also measured without ``mcpu`` (``untuned_no_mcpu``):
+    TVM's default kernels can be slower with the CPU named, so both baselines are reported.
+
+    Peers are measured on CPU targets when ``params["measure_eager"]``: eager when there is a
+    PyTorch model, onnxruntime also when ``params["measure_onnxruntime"]`` (on the user's ONNX
+    file or the exported model, :func:`onnx_for_peer`). Returns ``{"tuned", "untuned",
+    "untuned_no_mcpu", "eager", "onnxruntime", "speedup_vs_untuned", "speedup_vs_onnxruntime"}``:
+    latency dicts in seconds (:func:`tuning.backends.latency.summarise` plus ``threads``);
+    ``untuned_no_mcpu``/``eager``/``onnxruntime`` ``None`` when not measured, ``onnxruntime``
+    ``{"error": "..."}`` when its export or measurement failed (the tuning still succeeds); the
+    speedups are untuned median / tuned median and onnxruntime median / tuned median (``None``
+    without an onnxruntime median). Raises ``RuntimeError`` when a TVM build or PyTorch eager
+    cannot be measured."""
     from tvm.s_tir import meta_schedule as ms
 
     from .backends.frontends import build_with_database
-    from .backends.latency import measure_in_subprocess
+    from .backends.latency import measure_interleaved
 
     libs = {}
     builds = [("tuned", database, target), ("untuned", ms.database.MemoryDatabase(), target)]
@@ -461,19 +492,65 @@ def measure_result(model: Any, prepared: Any, target: dict[str, Any], num_thread
         ex.export_library(str(path))
         libs[label] = path
     device = "cuda" if target.get("kind") == "cuda" else "cpu"
-    repeats = int(params["repeats"])
-    out: dict[str, Any] = {}
-    out["untuned_no_mcpu"] = None
-    for pct, label in ((90, "untuned"), (92, "untuned_no_mcpu"), (94, "tuned")):
-        if label not in libs:
-            continue
-        report(pct, f"measuring the {label.replace('_', ' ')} build")
-        out[label] = measure_in_subprocess("tvm", str(libs[label]), model.input_shapes, model.input_dtypes,
-                                           threads=num_threads, repeats=repeats, device=device)
-    out["eager"] = None
-    if params["measure_eager"] and model.torch_module is not None and device == "cpu":
-        report(97, "measuring PyTorch eager")
-        out["eager"] = measure_in_subprocess("torch", model.name, model.input_shapes, model.input_dtypes,
-                                             threads=num_threads, repeats=repeats)
+    peers: dict[str, tuple[str, str]] = {label: ("tvm", str(path)) for label, path in libs.items()}
+    report(90, "preparing the measurements (onnxruntime: the model in ONNX)")
+    more, fixed = peer_plan(model, params, work_dir, device)
+    peers.update(more)
+    names = {"untuned": "the untuned build", "untuned_no_mcpu": "the untuned build without mcpu",
+             "tuned": "the tuned build", "eager": "PyTorch eager",
+             "onnxruntime": "onnxruntime"}
+
+    def progress(msg: str) -> None:  # "starting tuned" -> "starting the tuned build"
+        verb, _, label = msg.partition(" ")
+        report(91 if verb == "starting" else 94, f"measuring: {verb} {names.get(label, label)}")
+
+    measured = measure_interleaved(peers, model.input_shapes, model.input_dtypes, threads=num_threads,
+                                   repeats=int(params["repeats"]), rounds=PEER_ROUNDS, device=device, report=progress)
+    out = result_of_peers({**fixed, **measured})
+    if out["onnxruntime"] is not None and "error" in out["onnxruntime"]:
+        log.warning("onnxruntime peer of %s not measured: %s", model.name, out["onnxruntime"]["error"][:300])
+    return out
+
+
+def peer_plan(model: Any, params: Mapping[str, Any], work_dir: Path, device: str) -> tuple[dict[str, tuple[str, str]], dict[str, Any]]:
+    """The peers :func:`measure_result` measures beside the TVM builds, and the entries settled
+    without measuring. Returns ``(peers, fixed)``: ``peers`` label -> ``(kind, what)`` for
+    :func:`tuning.backends.latency.measure_interleaved` (``"eager"``: ``("torch", model name)``
+    when there is a PyTorch model; ``"onnxruntime"``: ``("onnxruntime", ONNX path)``, exporting
+    the model now, :func:`onnx_for_peer`), only on ``device == "cpu"`` with
+    ``params["measure_eager"]`` (onnxruntime also needs ``params["measure_onnxruntime"]``, default
+    true); ``fixed``: ``{"eager": None, "onnxruntime": None}`` for peers not measured, and
+    ``{"onnxruntime": {"error": "..."}}`` when the export failed."""
+    from .backends.frontends import OnnxExportError
+
+    peers: dict[str, tuple[str, str]] = {}
+    fixed: dict[str, Any] = {"eager": None, "onnxruntime": None}
+    if not params.get("measure_eager", True) or device != "cpu":
+        return peers, fixed
+    if model.torch_module is not None:
+        peers["eager"] = ("torch", model.name)
+    if params.get("measure_onnxruntime", True):
+        try:
+            peers["onnxruntime"] = ("onnxruntime", str(onnx_for_peer(model, params, work_dir)))
+        except OnnxExportError as err:
+            fixed["onnxruntime"] = {"error": str(err)}
+    return peers, {k: v for k, v in fixed.items() if k not in peers}
+
+
+def result_of_peers(entries: Mapping[str, Any]) -> dict[str, Any]:
+    """The latency part of a tuning result from the peers' entries (label -> latency dict,
+    ``{"error": ...}`` or ``None``; ``tuned`` and ``untuned`` required): ``{"tuned", "untuned",
+    "untuned_no_mcpu", "eager", "onnxruntime", "speedup_vs_untuned", "speedup_vs_onnxruntime"}`` with
+    ``speedup_vs_untuned`` = untuned median / tuned median and ``speedup_vs_onnxruntime`` =
+    onnxruntime median / tuned median (``None`` when onnxruntime has no median). Raises
+    ``RuntimeError`` (the peer's error) when a TVM build or PyTorch eager failed: those fail the
+    tuning as before the peers were interleaved; a failed onnxruntime stays an error entry."""
+    for label in ("untuned", "untuned_no_mcpu", "tuned", "eager"):
+        entry = entries.get(label)
+        if entry is not None and "error" in entry:
+            raise RuntimeError(entry["error"])
+    out = {k: entries.get(k) for k in ("tuned", "untuned", "untuned_no_mcpu", "eager", "onnxruntime")}
     out["speedup_vs_untuned"] = out["untuned"]["median_s"] / out["tuned"]["median_s"]
+    ort = (out["onnxruntime"] or {}).get("median_s")
+    out["speedup_vs_onnxruntime"] = ort / out["tuned"]["median_s"] if ort else None
     return out

@@ -41,6 +41,8 @@ def tuning_overview(*, experiment: Experiment) -> dict[str, Any]:
         "curve": tuning_curve(experiment=experiment),
         "result": None if res is None else {
             "tuned": res.tuned_latency, "untuned": res.untuned_latency, "eager": res.eager_latency,
+            "onnxruntime": (res.details or {}).get("onnxruntime"),
+            "speedup_vs_onnxruntime": (res.details or {}).get("speedup_vs_onnxruntime"),
             "trials": res.total_trials, "wall_seconds": res.wall_seconds, "joules": res.joules,
             "energy_source": res.energy_source, "target": res.target, "num_threads": res.num_threads,
         },

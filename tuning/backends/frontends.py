@@ -237,3 +237,44 @@ def extract_tuning_tasks(prepared_mod: Any, target: Any) -> list[Any]:
     from tvm.s_tir import meta_schedule as ms
 
     return list(ms.relax_integration.extract_tasks(prepared_mod, target))
+
+
+class OnnxExportError(RuntimeError):
+    """A PyTorch model could not be exported to ONNX; the message names the model and the cause."""
+
+
+def export_torch_onnx(module: Any, input_shapes: list[tuple[int, ...]], input_dtypes: list[str], path: str | Path,
+                      name: str = "model") -> Path:
+    """Export the eager PyTorch ``module`` to the ONNX file ``path`` (overwritten) with example
+    inputs of ``input_shapes`` / ``input_dtypes`` (static shapes), for the onnxruntime peer.
+
+    Exporter: the TorchScript-based ``torch.onnx.export(..., dynamo=False)``, opset 17. torch
+    2.14's default (``dynamo=True``, the ``torch.export``-based exporter) needs the
+    ``onnxscript`` package, which is not a dependency here; the TorchScript exporter's
+    deprecation warnings are silenced. Raises :class:`OnnxExportError` naming the cause (an
+    operator without an ONNX symbolic, an untraceable model, ...); no file is left then.
+    """
+    import warnings
+
+    import torch
+
+    if len(input_shapes) != len(input_dtypes):
+        raise OnnxExportError(f"export of {name}: {len(input_shapes)} input shapes but {len(input_dtypes)} dtypes")
+    path = Path(path)
+    examples = []
+    for shape, dtype in zip(input_shapes, input_dtypes):
+        if dtype.startswith("int"):
+            examples.append(torch.randint(0, 100, tuple(shape), dtype=getattr(torch, dtype)))
+        else:
+            examples.append(torch.randn(*shape, dtype=getattr(torch, dtype)))
+    tmp = path.with_name(path.name + ".part")
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(module, tuple(examples), str(tmp), dynamo=False, opset_version=17,
+                              input_names=[f"input{i}" for i in range(len(examples))])
+        tmp.replace(path)
+    except Exception as err:  # noqa: BLE001 - the exporter raises many types; all are an export failure
+        tmp.unlink(missing_ok=True)
+        raise OnnxExportError(f"ONNX export of {name} failed: {type(err).__name__}: {str(err)[:500]}") from err
+    return path

@@ -93,12 +93,19 @@ def test_tune_command_with_doppler_on_two_rpc_servers(rpc_cluster, tmp_path, set
     out = io.StringIO()
     # matmul: one Linear(512, 512) at batch 64, one tuning task; 16 trials = 2 rounds of 8
     # paired timing (off by default) on, so its RPC path (the reference kernel uploaded once per
-    # server and kept loaded) runs for real too
+    # server and kept loaded) runs for real too; the peers (PyTorch eager, onnxruntime) measured
     call_command("tune", "--model", "matmul", "--target", "llvm", "--runner", "doppler", "--trials", "16",
-                 "--trials-per-round", "8", "--threads", "1", "--repeats", "5", "--no-eager", "--json",
+                 "--trials-per-round", "8", "--threads", "1", "--repeats", "5", "--json",
                  "--option", 'doppler={"paired": true}', stdout=out)
     summary = json.loads(out.getvalue().strip().splitlines()[-1])
     assert summary["runner"] == "doppler" and summary["trials_in_database"] == 16
+    # the four peers, interleaved in 3 rounds of ceil(5 / 3) = 2 timings each
+    for peer in ("tuned", "untuned", "eager", "onnxruntime"):
+        assert summary[peer]["repeats"] == 6 and summary[peer]["median_s"] > 0, (peer, summary[peer])
+    ort = summary["onnxruntime"]
+    assert ort["session"]["intra_op_num_threads"] == 1 and ort["session"]["providers"] == ["CPUExecutionProvider"]
+    assert summary["speedup_vs_onnxruntime"] == pytest.approx(ort["median_s"] / summary["tuned"]["median_s"])
+    assert (tmp_path / "var" / "tuning" / f"exp-{summary['experiment']}" / "model.onnx").is_file()  # exported once
 
     rounds = list(TuningRound.objects.filter(experiment_id=summary["experiment"]).order_by("round_index"))
     decisions = [r.details["doppler"] for r in rounds]

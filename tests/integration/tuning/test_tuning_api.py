@@ -91,6 +91,7 @@ def api(user):
          "more than max_trials_per_task (5)"),
         ({"model": "mlp", "options": {"search": {"population_size": 8}}}, "options", "search.init_min_unmeasured"),
         ({"model": "mlp", "weight_prepack": "sometimes"}, "weight_prepack", "valid boolean"),
+        ({"model": "mlp", "measure_onnxruntime": "sometimes"}, "measure_onnxruntime", "Must be a valid boolean"),
     ],
 )
 def test_bad_tuning_parameters_are_refused_and_nothing_stored(api, params, field, message):

@@ -85,6 +85,9 @@ def test_tuning_killed_mid_run_resumes_from_database_and_beats_untuned(monkeypat
     result = TuningResult.objects.get(experiment=exp)
     assert result.tuned_latency["median_s"] < result.untuned_latency["median_s"]
     assert result.eager_latency["median_s"] > 0 and result.num_threads == 1
+    ort = result.details["onnxruntime"]  # the onnxruntime peer, same threads, interleaved
+    assert ort["median_s"] > 0 and ort["session"]["intra_op_num_threads"] == 1, ort
+    assert result.details["speedup_vs_onnxruntime"] == ort["median_s"] / result.tuned_latency["median_s"]
 
     # the dashboard draws the curves and the comparison from the stored rows
     client.force_login(owner)
@@ -92,3 +95,7 @@ def test_tuning_killed_mid_run_resumes_from_database_and_beats_untuned(monkeypat
     assert page.status_code == 200
     for div in (b"tuning-curve-time", b"tuning-curve-energy", b"tuning-latency", b"tuning-split"):
         assert div in page.content
+    assert b"tuning-latency-table" in page.content and b"onnxruntime (CPU execution provider)" in page.content
+    from django.template.defaultfilters import floatformat
+
+    assert floatformat(ort["median_s"] * 1e3, 3).encode() in page.content  # its median in ms, as stored

@@ -104,7 +104,10 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--seed-database", help="name of an imported database to start from")
         parser.add_argument("--force", action="store_true", help="use a database measured under another target")
-        parser.add_argument("--no-eager", action="store_true", help="skip the PyTorch eager measurement")
+        parser.add_argument("--no-eager", action="store_true",
+                            help="skip the peer measurements (PyTorch eager and onnxruntime)")
+        parser.add_argument("--no-onnxruntime", action="store_true",
+                            help="skip only the onnxruntime peer (CPU execution provider, same threads)")
         parser.add_argument("--weight-prepack", dest="weight_prepack", action="store_true", default=None,
                             help="tune and build with weight prepacking (layout-free weights; default on llvm)")
         parser.add_argument("--no-weight-prepack", dest="weight_prepack", action="store_false",
@@ -138,7 +141,8 @@ class Command(BaseCommand):
                 "max_tasks": opts["max_tasks"], "runner": opts["runner"], "scheduler": opts["scheduler"],
                 "cost_model": opts["cost_model"], "num_threads": opts["threads"], "repeats": opts["repeats"],
                 "seed": opts["seed"], "seed_database": opts["seed_database"], "force_target": opts["force"],
-                "measure_eager": not opts["no_eager"], "weight_prepack": opts["weight_prepack"],
+                "measure_eager": not opts["no_eager"], "measure_onnxruntime": not opts["no_onnxruntime"],
+                "weight_prepack": opts["weight_prepack"],
             }.items() if v is not None}
             if opts["option"]:
                 options = {}
@@ -192,7 +196,12 @@ class Command(BaseCommand):
         if opts["json"]:
             self.stdout.write(json.dumps(summary, default=str))
         else:
-            ms = lambda d: f"{d['median_s'] * 1e3:.2f} ms (p25 {d['p25_s'] * 1e3:.2f}, p75 {d['p75_s'] * 1e3:.2f})" if d else "n/a"  # noqa: E731
+            def ms(d):
+                if d and "median_s" in d:
+                    return f"{d['median_s'] * 1e3:.2f} ms (p25 {d['p25_s'] * 1e3:.2f}, p75 {d['p75_s'] * 1e3:.2f})"
+                return f"failed: {d['error'][:200]}" if d and d.get("error") else "n/a"
+
+            ort_x = result.get("speedup_vs_onnxruntime")
             self.stdout.write(
                 f"experiment {exp.pk}: {result['model']} on {result['host_cpu']} x {result['num_threads']} threads, "
                 f"{result['trials_in_database']} trials in {result['tuning_wall_seconds']:.0f} s, "
@@ -200,6 +209,8 @@ class Command(BaseCommand):
                 f"  tuned   {ms(result['tuned'])}\n  untuned {ms(result['untuned'])}"
                 + (f"; without mcpu {ms(result['untuned_no_mcpu'])}" if result.get("untuned_no_mcpu") else "")
                 + f"\n  eager   {ms(result.get('eager'))}\n"
+                f"  onnxruntime {ms(result.get('onnxruntime'))}"
+                + (f" (onnxruntime / tuned {ort_x:.2f}x)" if ort_x else "") + "\n"
                 f"  time split: search {result['search_seconds']:.0f} s, build {result['build_seconds']:.0f} s, "
                 f"measure {result['measure_seconds']:.0f} s")
             b = result.get("budget") or {}
