@@ -57,3 +57,32 @@ def test_serve_starts_web_and_worker_and_stops_both(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         log.close()
+
+
+@pytest.mark.parametrize("addr, needle", [
+    ("garbage", "must be HOST:PORT"),
+    ("127.0.0.1:99999", "port from 1 to 65535"),
+    ("no-such-host.invalid:8000", "does not resolve"),
+    ("busy", "cannot listen there"),
+])
+def test_serve_refuses_a_bad_or_busy_address_before_starting_anything(tmp_path, addr, needle):
+    """Found by a fresh-clone try: a bad or busy --addr printed "dashboard: http://garbage/",
+    still started a worker (whose start-up recovery then failed the live server's work) and
+    exited 0. Now it exits 1 naming the problem, and no process is started."""
+    listener = None
+    if addr == "busy":
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        addr = f"127.0.0.1:{listener.getsockname()[1]}"
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    env.update(DJANGO_SETTINGS_MODULE="webapp.settings.dev", TANDEM_VAR_DIR=str(tmp_path / "var"))
+    try:
+        proc = subprocess.run([sys.executable, "manage.py", "serve", "--addr", addr], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        if listener is not None:
+            listener.close()
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert needle in proc.stderr and "dashboard:" not in proc.stdout
+    assert not (tmp_path / "var" / "tandem.sqlite3").exists()  # refused before migrating

@@ -18,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from webapp.demo import demo_steps
-from webapp.management.commands.serve import serve
+from webapp.management.commands.serve import check_addr, serve
 from webapp.importers import parse_node_file
 from webapp.models import Cluster
 from webapp.services import nodes_import
@@ -50,6 +50,8 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         out = self.stdout
         quiet_libraries()
+        if not opts["no_serve"]:
+            check_addr(opts["addr"])  # a bad or busy address is refused before minutes of demo steps
         started = time.monotonic()
         call_command("migrate", interactive=False, verbosity=0)
         out.write("database migrated")

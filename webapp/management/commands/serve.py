@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.core.management.color import color_style
 
 
@@ -22,8 +23,31 @@ class Command(BaseCommand):
         parser.add_argument("--addr", default="127.0.0.1:8000", help="host:port the web server listens on (default %(default)s)")
 
     def handle(self, *args, **opts):
+        check_addr(opts["addr"])  # before anything starts: a bad or busy address changes nothing
         call_command("migrate", interactive=False, verbosity=0)
         serve(opts["addr"], stdout=self.stdout, style=self.style)
+
+
+def check_addr(addr: str) -> tuple[str, int]:
+    """Check that the web server can listen on ``addr`` (``HOST:PORT``, IPv6 hosts in brackets):
+    a port from 1 to 65535, a host that resolves, and the address free now (a test bind).
+    Returns ``(host, port)``. Raises ``CommandError`` naming the problem."""
+    host, sep, port = addr.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise CommandError(f"--addr must be HOST:PORT with a port from 1 to 65535, got {addr!r}")
+    try:
+        family, kind, proto, _, sockaddr = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as err:
+        raise CommandError(f"--addr {addr!r}: host {host!r} does not resolve ({err.strerror})") from None
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(sockaddr)
+        except OSError as err:
+            raise CommandError(f"--addr {addr}: cannot listen there ({err.strerror}); is another server running? "
+                               "Stop it or choose another --addr") from None
+    return host, int(port)
 
 
 def serve(addr: str, *, stdout, style=None) -> None:
@@ -31,6 +55,7 @@ def serve(addr: str, *, stdout, style=None) -> None:
     ``cpu`` and ``gpu``) in the foreground; Ctrl-C or SIGTERM stops both. Returns when either
     exits (the other is then stopped too)."""
     style = style or color_style()
+    check_addr(addr)
     env = dict(os.environ)
     env.setdefault("DJANGO_SETTINGS_MODULE", os.environ.get("DJANGO_SETTINGS_MODULE", "webapp.settings.dev"))
     root = str(settings.BASE_DIR)
@@ -44,9 +69,11 @@ def serve(addr: str, *, stdout, style=None) -> None:
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, on_sigterm)
+    exited = None
     try:
         while all(p.poll() is None for p in procs):
             time.sleep(0.5)
+        exited = next(p for p in procs if p.poll() is not None)
         stdout.write(style.ERROR("a server process exited; stopping the other"))
     except KeyboardInterrupt:
         stdout.write("stopping web server and worker")
@@ -61,3 +88,6 @@ def serve(addr: str, *, stdout, style=None) -> None:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+    if exited is not None:
+        which = "web server" if exited is procs[0] else "worker"
+        raise CommandError(f"the {which} exited with code {exited.returncode} (its output is above)")
