@@ -70,7 +70,8 @@ def test_tuning_killed_mid_run_resumes_from_database_and_beats_untuned(monkeypat
 
     # records mirrored with target, threads, timings and energy with its label
     task = TuningTask.objects.get(experiment=exp)
-    assert (task.name, task.weight, task.trials_done) == ("fused_matmul_add_relu", 2.0, 8)
+    # (weight prepacking copies the fused PrimFunc, so TVM's name may carry a de-duplicating suffix)
+    assert task.name.startswith("fused_matmul_add_relu") and (task.weight, task.trials_done) == (2.0, 8)
     rec = TuningRecord.objects.filter(experiment=exp, error="").first()
     assert rec is not None and rec.mean_seconds > 0 and len(rec.run_seconds) >= 1
     assert rec.target["kind"] == "llvm" and rec.target["mcpu"] == res["host_cpu"] and rec.num_threads == 1
