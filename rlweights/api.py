@@ -71,6 +71,11 @@ class WeightsSerializer(serializers.Serializer):
         unknown = set(value) - set(SCORE_PLUGIN_NAMES)
         if unknown:
             raise serializers.ValidationError(f"unknown score plugins {sorted(unknown)}; known: {list(SCORE_PLUGIN_NAMES)}")
+        if not any(v > 0 for v in value.values()):
+            # an empty or all-zero vector exported a configuration that disables every score plugin
+            raise serializers.ValidationError(
+                f"give at least one score plugin a weight above 0 (known: {list(SCORE_PLUGIN_NAMES)}); with none, "
+                "the exported scheduler scores nothing and every feasible node ties")
         return value
 
 

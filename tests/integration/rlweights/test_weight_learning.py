@@ -83,6 +83,9 @@ def test_export_api(api):
     assert {p["name"]: p["weight"] for p in prof["plugins"]["score"]["enabled"]} == {"NodeResourcesFit": 5, "ImageLocality": 80}
     assert body["volcano_nodeorder_arguments"]["imagelocality.weight"] == 80
     assert api.post("/api/v1/rlweights/export/", {"weights": {"Bogus": 1}}, format="json").status_code == 400
+    for empty in ({}, {"ImageLocality": 0, "NodeResourcesLeastAllocated": 0}):  # would disable every plugin
+        resp = api.post("/api/v1/rlweights/export/", {"weights": empty}, format="json")
+        assert resp.status_code == 400 and "at least one score plugin" in resp.json()["weights"][0], resp.content
     assert APIClient().post("/api/v1/rlweights/export/", {"weights": {}}, format="json").status_code in (401, 403)
 
 
