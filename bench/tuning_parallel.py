@@ -298,8 +298,7 @@ def main(argv: list[str] | None = None) -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-doppler-"))
     for name in [m for m in args.models.split(",") if m]:
         model = import_torch_model(name)
-        # the product's default for the DOPpler arm (no prepacking), so both arms tune the same tasks
-        prepack = weight_prepack_for({"runner": "doppler"}, target)
+        prepack = weight_prepack_for({}, target)  # the product's default, the same tasks for both arms
         extracted = extract_tasks(model, target, prepack)  # the product's extraction and selection
         prepared = prepare_for_tuning(model.mod, prepack)  # the product's final-build pipeline
         tvm_target = tvm.target.Target(target)

@@ -60,12 +60,12 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-#: Runners whose measurement cannot take weight-prepacked candidates yet. DOPpler keys its per-task
-#: state (degree of parallelism) and its paired timing's reference kernel on the candidates'
-#: argument signature; with prepacking each candidate may give its weights another layout, so
-#: the state fragments per layout and the reference is called with another candidate's buffers
-#: (measured: 15 of 16 candidates failed on RPC, "Mismatched lv_global.ndim").
-NO_PREPACK_RUNNERS = ("doppler",)
+#: Runners whose measurement cannot take weight-prepacked candidates (none now). DOPpler could not
+#: until stop 29: it keyed its per-task state and its paired timing's reference kernel on the
+#: candidates' argument shapes, which prepacking makes differ per candidate (15 of 16 RPC
+#: candidates failed, "Mismatched lv_global.ndim"); it now keys on dtypes and element counts and
+#: keeps the reference's own argument layout (tuning.backends.doppler).
+NO_PREPACK_RUNNERS: tuple[str, ...] = ()
 
 
 def weight_prepack_for(params: Mapping[str, Any], target: Mapping[str, Any]) -> bool:

@@ -235,14 +235,18 @@ def _open_slot_in_worker() -> str:
 
 def _load_in_worker(artifact_path: str, device_type: str, remote_name: str | None = None):
     """Load a built candidate on this worker's device: (runtime module, device, random-fill
-    function, remote file name or None). For RPC the library is uploaded first (as
-    ``remote_name``, default its base name)."""
+    function, remote file name or None). For RPC the library is uploaded first, as
+    ``remote_name`` or else a name unique to ``artifact_path``: MetaSchedule names every
+    artifact ``tvm_tmp_mod.so`` (in its own directory), and a server that loads a second
+    library under a path whose first one is still open gets the first one back from
+    ``dlopen``, so a candidate could be timed as another (found when weight prepacking made
+    their signatures differ: "Mismatched lv_global.ndim")."""
     import tvm
 
     slot: SlotSpec = _WORKER["slot"]
     if slot.kind == "rpc":
         session, _ = _rpc_session(slot)
-        remote_name = remote_name or os.path.basename(artifact_path)
+        remote_name = remote_name or ("tandem-cand-" + hashlib.sha1(artifact_path.encode()).hexdigest()[:16] + ".so")
         session.upload(artifact_path, remote_name)
         return (session.load_module(remote_name), session.device(device_type, 0),
                 session.get_function("tvm.contrib.random.random_fill_for_measure"), remote_name)
@@ -328,7 +332,8 @@ def _measure_in_worker(artifact_path: str, device_type: str, args_info: list, ev
     reference = evalcfg.get("reference")
     if reference:
         try:
-            ref_one = _reference_in_worker(reference["path"], device_type, args_info, floor_ms)
+            ref_one = _reference_in_worker(reference["path"], device_type, reference.get("args_info") or args_info,
+                                           floor_ms)
         except Exception as exc:  # noqa: BLE001 - fall back to plain timing, say so
             info["paired_error"] = f"{type(exc).__name__}: {exc}"[:300]
     rt_mod, dev, f_fill, remote_name = _load_in_worker(artifact_path, device_type)
@@ -595,8 +600,20 @@ class DopplerEngine:
 
     @staticmethod
     def task_key(cand: _Candidate) -> str:
-        """A task is recognised by its device type and argument signature (shapes, dtypes)."""
-        return hashlib.sha1(json.dumps([cand.device_type, cand.args_info], default=str).encode()).hexdigest()[:12]
+        """A task is recognised by its device type and argument signature: per argument its
+        dtype and element count, not its shape. With weight prepacking (layout-free weights,
+        ``tuning.backends.frontends.prepare_for_tuning``) each candidate of one task may give its
+        weights another layout, i.e. another shape of the same elements (MetaSchedule's
+        ``RewriteLayout`` follows the candidate's perfect tiling); keyed by shape, one task's
+        state (degree of parallelism, reference) split per layout."""
+        sig = []
+        for arg in cand.args_info:
+            # TensorInfo.as_json(): ["TENSOR", dtype, shape]; anything else is kept whole
+            if isinstance(arg, (list, tuple)) and len(arg) == 3 and arg[0] == "TENSOR":
+                sig.append([arg[1], int(np.prod([int(d) for d in arg[2]], dtype=np.int64))])
+            else:
+                sig.append(arg)
+        return hashlib.sha1(json.dumps([cand.device_type, sig], default=str).encode()).hexdigest()[:12]
 
     def _evalcfg(self) -> dict:
         c = self.config
@@ -629,8 +646,10 @@ class DopplerEngine:
                 path.unlink(missing_ok=True)
                 continue
             if times and all(math.isfinite(t) and t > 0 for t in times):
+                # its own argument signature: with weight prepacking each candidate may lay its
+                # weights out differently, so the reference never runs on another's buffers
                 return {"path": str(path), "level_s": float(np.percentile(times, 25)),
-                        "level_repeats_s": [float(t) for t in times]}
+                        "level_repeats_s": [float(t) for t in times], "args_info": cand.args_info}
             path.unlink(missing_ok=True)
         return None
 
@@ -657,7 +676,8 @@ class DopplerEngine:
                     return
                 with lock:
                     evalcfg = {**self._evalcfg(), "best_s": best[0] if math.isfinite(best[0]) else None,
-                               "reference": ({"path": reference["path"], "level_s": reference["level_s"]}
+                               "reference": ({"path": reference["path"], "level_s": reference["level_s"],
+                                              "args_info": reference.get("args_info")}
                                              if reference else None)}
                 out[i] = slot.measure(cands[i], timeout_s, evalcfg)
                 costs = out[i][0]

@@ -91,8 +91,6 @@ def api(user):
          "more than max_trials_per_task (5)"),
         ({"model": "mlp", "options": {"search": {"population_size": 8}}}, "options", "search.init_min_unmeasured"),
         ({"model": "mlp", "weight_prepack": "sometimes"}, "weight_prepack", "valid boolean"),
-        ({"model": "mlp", "runner": "doppler", "weight_prepack": True}, "weight_prepack",
-         "not supported with runner 'doppler' yet"),
         ({"model": "mlp", "measure_onnxruntime": "sometimes"}, "measure_onnxruntime", "Must be a valid boolean"),
     ],
 )
