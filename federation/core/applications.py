@@ -153,6 +153,8 @@ def application_from_text(text: str, entry: str, *, name: str = "") -> Applicati
         raise FederationError("no docker-compose services and no Kubernetes Deployment in the manifests")
     try:
         return application_from_documents(docs, entry, name=name or entry, source="manifests given by the user")
+    except FederationError:  # already says what is wrong (a ValueError too: not a type error)
+        raise
     except (TypeError, ValueError, AttributeError) as err:  # e.g. replicas: "three"
         raise FederationError(f"manifests: a field has the wrong type ({err})") from None
 
@@ -224,9 +226,12 @@ def application_from_documents(docs: list[dict], entry: str, *, name: str = "", 
         raise FederationError(f"entry service {entry!r} not found in {source or 'the manifests'}; services: {', '.join(sorted(keep))}")
     tiers = {n: _tier(info[n]["image"], n) for n in keep}
     edges: dict[tuple[str, str], str] = {}
+    ignored: list[str] = []
     for a, b in raw_edges:
         if a in keep and b in keep and a != b:
             edges.setdefault((a, b), "depends_on/links")
+        elif a == b and a in keep:
+            ignored.append(f"{a} depends on itself: ignored")
     for a, vals in envs.items():
         if a not in keep:
             continue
@@ -244,6 +249,10 @@ def application_from_documents(docs: list[dict], entry: str, *, name: str = "", 
                 called.add(n)
     for n in apps:
         if n != entry and n not in called:
+            if _reaches(edges, n, entry):  # n calls the entry: a fan-out edge would close a cycle
+                ignored.append(f"{n} calls the entry {entry} ({n} -> ... -> {entry}), so nothing the entry calls "
+                               f"reaches it; is {n!r} the entry?")
+                continue
             edges[(entry, n)] = "entry-fan-out"
             called.add(n)
 
@@ -255,9 +264,24 @@ def application_from_documents(docs: list[dict], entry: str, *, name: str = "", 
     app = app.reachable()
     dropped = sorted(full - set(app.names))
     app.notes = [f"edge {a}->{b}: {why}" for (a, b), why in sorted(edges.items()) if a in app.names]
+    app.notes += ignored
     if dropped:
         app.notes.append("dropped (not reachable from the entry): " + ", ".join(dropped))
     return app
+
+
+def _reaches(edges: dict[tuple[str, str], str], start: str, goal: str) -> bool:
+    """Whether ``goal`` is reachable from ``start`` along ``edges`` (caller, callee) keys."""
+    seen, todo = {start}, [start]
+    while todo:
+        a = todo.pop()
+        if a == goal:
+            return True
+        for (x, y) in edges:
+            if x == a and y not in seen:
+                seen.add(y)
+                todo.append(y)
+    return False
 
 
 def manifest_application(name: str) -> Application:

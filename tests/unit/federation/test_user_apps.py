@@ -77,3 +77,25 @@ def test_plan_task_plans_a_user_application():
     assert any(e["inferred"] for e in r["graph"]["edges"])
     with pytest.raises(FederationError, match="entry"):
         pipeline.run({"application": "shop", "manifests": COMPOSE, "clusters": clusters}, report=no_report, record=Collect())
+
+
+def test_a_service_that_calls_the_entry_is_not_fanned_out_into_a_cycle():
+    """Found by a fresh-clone try: b depends_on a with entry a was refused as "a field has the
+    wrong type (... the call graph has a cycle)": the entry fan-out had added a->b beside b->a."""
+    text = "services:\n  a: {image: 'app/a'}\n  b: {image: 'app/b', depends_on: [a]}\n"
+    app = application_from_text(text, "a")
+    assert app.names == ["a"] and app.edges == []
+    assert any("b calls the entry a" in n and "is 'b' the entry?" in n for n in app.notes), app.notes
+    assert any(n.startswith("dropped (not reachable from the entry): b") for n in app.notes), app.notes
+    # with the entry the file implies, b calls a
+    app = application_from_text(text, "b")
+    assert [(e.caller, e.callee) for e in app.edges] == [("b", "a")]
+
+
+def test_a_self_dependency_is_reported_and_a_real_cycle_named_as_one():
+    app = application_from_text("services:\n  a: {image: 'app/a', depends_on: [a]}\n", "a")
+    assert app.edges == [] and "a depends on itself: ignored" in app.notes
+    text = "services:\n  a: {image: 'app/a', depends_on: [b]}\n  b: {image: 'app/b', depends_on: [a]}\n"
+    with pytest.raises(FederationError) as err:
+        application_from_text(text, "a")
+    assert "the call graph has a cycle" in str(err.value) and "wrong type" not in str(err.value)
