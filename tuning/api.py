@@ -89,14 +89,6 @@ class TuningParameters(serializers.Serializer):
                 raise serializers.ValidationError({"input_shape": (
                     f"{list(shape)} is {elements:,} elements ({elements * 4 / 2**30:.1f} GiB as float32); "
                     f"the largest accepted input is {self.MAX_INPUT_ELEMENTS:,} elements (1 GiB)")})
-        if attrs.get("weight_prepack"):
-            from .pipeline import weight_prepack_for
-
-            try:
-                weight_prepack_for({"weight_prepack": True, "runner": attrs.get("runner", "local")},
-                                   {"kind": attrs.get("target", "llvm")})
-            except ValueError as err:
-                raise serializers.ValidationError({"weight_prepack": str(err)}) from None
         lo, hi = attrs.get("min_trials_per_task"), attrs.get("max_trials_per_task")
         if lo is not None and hi is not None and lo > hi:
             raise serializers.ValidationError({"min_trials_per_task": (

@@ -60,28 +60,13 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-#: Runners whose measurement cannot take weight-prepacked candidates (none now). DOPpler could not
-#: until stop 29: it keyed its per-task state and its paired timing's reference kernel on the
-#: candidates' argument shapes, which prepacking makes differ per candidate (15 of 16 RPC
-#: candidates failed, "Mismatched lv_global.ndim"); it now keys on dtypes and element counts and
-#: keeps the reference's own argument layout (tuning.backends.doppler).
-NO_PREPACK_RUNNERS: tuple[str, ...] = ()
-
-
 def weight_prepack_for(params: Mapping[str, Any], target: Mapping[str, Any]) -> bool:
     """Whether a tuning prepacks weights (:func:`tuning.backends.frontends.prepare_for_tuning`):
     ``params["weight_prepack"]`` when given, else on for CPU (``llvm``) targets, as TVM
-    recommends for CPU (``static_shape_tuning_pipeline`` docstring), off otherwise and off with
-    a runner of :data:`NO_PREPACK_RUNNERS`. Raises ``ValueError`` when prepacking is asked
-    for with such a runner."""
+    recommends for CPU (``static_shape_tuning_pipeline`` docstring), off otherwise. Every
+    registered runner measures prepacked candidates (DOPpler keys a task by its arguments'
+    dtypes and element counts, :meth:`tuning.backends.doppler.DopplerEngine.task_key`)."""
     given = params.get("weight_prepack")
-    runner = params.get("runner", DEFAULTS["runner"])
-    if runner in NO_PREPACK_RUNNERS:
-        if given:
-            raise ValueError(f"weight_prepack is not supported with runner {runner!r} yet: its task state and paired "
-                             "timing key on the candidates' argument layouts, which prepacking makes differ per "
-                             "candidate; use runner 'local' or weight_prepack false")
-        return False
     return bool(given) if given is not None else target.get("kind") == "llvm"
 
 
