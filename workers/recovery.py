@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import logging
+import os
 from pathlib import Path
 from typing import IO, Any
 
@@ -98,8 +99,6 @@ def take_single_worker_lock(path: Path) -> IO:
             "touching its work. Stop the other one first, or use Redis (CELERY_BROKER_URL) for several workers") from None
     fh.seek(0)
     fh.truncate()
-    import os
-
     fh.write(f"{os.getpid()}\n")
     fh.flush()
     return fh
