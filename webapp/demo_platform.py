@@ -8,4 +8,4 @@ def platform_demo(*, owner, stdout) -> None:
     from .services import job_submit
 
     job = job_submit(owner=owner, model_name="resnet18", batch_size=4, steps=10, num_gpus=0, name="demo resnet18 job")
-    stdout.write(f"submitted {job} (id {job.pk}); it runs on the worker: see http://127.0.0.1:8000/ and /api/v1/jobs/{job.pk}/")
+    stdout.write(f"submitted {job} (id {job.pk}); it runs on the worker: see the dashboard and /api/v1/jobs/{job.pk}/")

@@ -313,6 +313,8 @@ def parse_node_file(path: str | Path, *, fmt: str = "auto") -> tuple[str, list[N
     """Parse a node file; ``fmt`` is ``"k8s"``, ``"pai"`` or ``"auto"`` (by extension: .yaml/.yml
     -> k8s, .csv -> pai). Returns ``(format, specs)``. Raises :class:`NodeImportError`."""
     p = Path(path)
+    if not p.is_file():
+        raise NodeImportError(f"{p}: no such file" if not p.exists() else f"{p}: not a file")
     if fmt == "auto":
         fmt = {".yaml": "k8s", ".yml": "k8s", ".csv": "pai"}.get(p.suffix.lower(), "")
         if not fmt:

@@ -196,3 +196,11 @@ def test_unknown_gpu_type_is_a_warning():
         ("m1", "FOO", 0), ("m2", "T4", 16384), ("m3", "FOO", 0), ("m4", "", 0)
     ]
     assert unknown_gpu_warnings(specs) == ["GPU type 'FOO' is unknown (0 MiB assumed) on 2 node(s): m1, m3"]
+
+
+def test_a_missing_node_file_is_named_as_missing(tmp_path):
+    # found by a fresh-clone try: "cannot tell the format from the extension" for a path that does not exist
+    with pytest.raises(NodeImportError, match="no such file"):
+        parse_node_file(tmp_path / "nonexistent")
+    with pytest.raises(NodeImportError, match="not a file"):
+        parse_node_file(tmp_path)
