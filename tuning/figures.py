@@ -54,12 +54,13 @@ def time_split_figure(curve: list[dict[str, Any]]) -> go.Figure:
 
 def latency_comparison_figure(result: dict[str, Any] | None) -> go.Figure:
     """Bar chart of end-to-end latency (ms, median with p25-p75 error bars) of the tuned build,
-    the untuned build, PyTorch eager and onnxruntime; missing or failed ones (no ``median_s``)
-    left out."""
+    the untuned build (with and, where measured, without ``mcpu``), PyTorch eager and
+    onnxruntime; missing or failed ones (no ``median_s``) left out."""
     fig = go.Figure()
     if result:
         labels, med, lo, hi = [], [], [], []
-        for key, label in (("tuned", "TVM tuned"), ("untuned", "TVM untuned"), ("eager", "PyTorch eager"),
+        for key, label in (("tuned", "TVM tuned"), ("untuned", "TVM untuned"),
+                           ("untuned_no_mcpu", "TVM untuned, no mcpu"), ("eager", "PyTorch eager"),
                            ("onnxruntime", "onnxruntime (CPU EP)")):
             d = result.get(key) or {}
             if "median_s" in d:

@@ -41,6 +41,7 @@ def tuning_overview(*, experiment: Experiment) -> dict[str, Any]:
         "curve": tuning_curve(experiment=experiment),
         "result": None if res is None else {
             "tuned": res.tuned_latency, "untuned": res.untuned_latency, "eager": res.eager_latency,
+            "untuned_no_mcpu": (res.details or {}).get("untuned_no_mcpu"),
             "onnxruntime": (res.details or {}).get("onnxruntime"),
             "speedup_vs_onnxruntime": (res.details or {}).get("speedup_vs_onnxruntime"),
             "trials": res.total_trials, "wall_seconds": res.wall_seconds, "joules": res.joules,

@@ -11,8 +11,8 @@ from . import selectors
 from .figures import latency_comparison_figure, time_split_figure, tuning_curve_figure
 
 
-PEERS = (("tuned", "TVM tuned"), ("untuned", "TVM untuned"), ("eager", "PyTorch eager"),
-         ("onnxruntime", "onnxruntime (CPU execution provider)"))
+PEERS = (("tuned", "TVM tuned"), ("untuned", "TVM untuned"), ("untuned_no_mcpu", "TVM untuned, without mcpu"),
+         ("eager", "PyTorch eager"), ("onnxruntime", "onnxruntime (CPU execution provider)"))
 
 
 def latency_rows(result: dict | None) -> list[dict]:

@@ -142,3 +142,16 @@ def test_result_page_rows_and_figure_show_onnxruntime_beside_eager_or_why_not():
                          "vs_tuned": None}
     assert list(latency_comparison_figure({**result, "onnxruntime": {"error": "x"}}).data[0].x) == [
         "TVM tuned", "TVM untuned", "PyTorch eager"]
+
+
+def test_the_untuned_build_without_mcpu_gets_its_row_and_bar_when_measured():
+    from tuning.figures import latency_comparison_figure
+    from tuning.views import latency_rows
+
+    lat = lambda m: {"median_s": m, "p25_s": m * 0.9, "p75_s": m * 1.1}  # noqa: E731
+    result = {"tuned": lat(0.002), "untuned": lat(0.008), "untuned_no_mcpu": lat(0.004), "eager": lat(0.003)}
+    rows = latency_rows(result)
+    assert [r["label"] for r in rows] == ["TVM tuned", "TVM untuned", "TVM untuned, without mcpu", "PyTorch eager"]
+    assert rows[2]["vs_tuned"] == pytest.approx(2.0)
+    assert list(latency_comparison_figure(result).data[0].x) == ["TVM tuned", "TVM untuned", "TVM untuned, no mcpu",
+                                                                   "PyTorch eager"]
