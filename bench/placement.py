@@ -37,7 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from placement.core import setup, simulator  # noqa: E402
-from placement.core.policies import DEFAULT_MIGRATION_COST_S, POLICIES, make_policy  # noqa: E402
+from placement.core.policies import DEFAULT_MIGRATION_COST_S, POLICIES, QUEUE_ORDERS, Horus, make_policy  # noqa: E402
 
 METRICS = ("makespan_s", "mean_jct_s", "p95_jct_s", "mean_queueing_delay_s", "mean_gpu_util_pct")
 #: Baselines Horus is judged against: the strongest per (trace, metric) is "best".
@@ -73,6 +73,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--belief", choices=["none", "pair"], default="none",
                     help="horus/horus+ decide with the pair interference belief (out-of-family fits of "
                          "placement.core.pair_predictor) or without it (default none)")
+    ap.add_argument("--horus-order", choices=list(QUEUE_ORDERS), default=None,
+                    help="queue order of horus and horus+'s look-ahead window (default: the policy's "
+                         "own default); a row 'random-same-order' (random partners, this order) is "
+                         "added so that partner choice is compared apart from queue order")
+    ap.add_argument("--lookahead", type=int, default=None,
+                    help="horus and horus+'s look-ahead window, jobs (default: the policy's own)")
     ap.add_argument("--durations", choices=["estimate", "oracle"], default="estimate",
                     help="what sjf, horus's guard and migration plan with: the estimate known at "
                          "submission (default; Gavel: steps / measured throughput; Philly: history "
@@ -105,6 +111,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ap.error("--migration-cost-s must be a finite number >= 0")
     if args.seed < 0:
         ap.error("--seed must be >= 0")
+    if args.lookahead is not None and args.lookahead < 1:
+        ap.error("--lookahead must be >= 1")
     if not args.data.is_dir():
         ap.error(f"--data {args.data}: no such folder")
     from _args import check_out_path
@@ -123,7 +131,28 @@ def policy_kwargs(name: str, args: argparse.Namespace) -> dict:
         kw["migrate"] = False
     if args.no_protect and name in ("horus", "horus+"):
         kw["protect_critical"] = False
+    if getattr(args, "lookahead", None) is not None and name == "horus":
+        kw["lookahead"] = args.lookahead
+    if name in ("horus", "horus+", SAME_ORDER):
+        kw["queue_order"] = horus_order(args)
     return kw
+
+
+#: Bench-only row: random partners placed in Horus's queue order (its look-ahead window).
+SAME_ORDER = "random-same-order"
+
+
+def horus_order(args: argparse.Namespace) -> str:
+    """The queue order Horus runs with in this bench (``--horus-order`` or Horus's default)."""
+    return args.horus_order or Horus().queue_order
+
+
+def make(name: str, args: argparse.Namespace):
+    """The policy object for a row name (a name of POLICIES, or :data:`SAME_ORDER`)."""
+    kw = policy_kwargs(name, args)
+    if name == SAME_ORDER:
+        return make_policy("random", **kw)
+    return make_policy(name, **kw)
 
 
 def trace_sets(args, tables) -> dict[str, list[tuple[str, list, list]]]:
@@ -229,33 +258,41 @@ def main(argv: list[str] | None = None) -> None:
             feat = pp.features_by_type(csv.DictReader(fh))
         args.belief_obj = pp.OutOfFamilyBelief(pp.measured_pairs(tables.throughputs), feat)
     out["belief"] = args.belief
+    out["horus_order"] = horus_order(args)
+    out["horus_lookahead"] = args.lookahead or Horus().lookahead
     out["durations"] = args.durations
     out["paper"] = PAPER
     out["world"] = tables.world.describe()
+    args.row_policies = list(args.policies)
+    if "random" in args.policies and horus_order(args) != "fifo":
+        args.row_policies.append(SAME_ORDER)
     if not args.scale_only:
         lower_bound = {}
         sets = trace_sets(args, tables)
         for shape, items in sets.items():
             for name, jobs, gpus in items:
                 lower_bound[name] = max(j.arrival + j.duration for j in jobs) - min(j.arrival for j in jobs)
-                for p in args.policies:
+                for p in args.row_policies:
                     t = time.perf_counter()
-                    s = simulator.simulate(jobs, gpus, make_policy(p, **policy_kwargs(p, args)), tables.world,
+                    s = simulator.simulate(jobs, gpus, make(p, args), tables.world,
                                            seed=args.seed, migration_cost_s=args.migration_cost_s,
                                            durations=args.durations).summary()
                     w = s.pop("world")
                     rows.append({"shape": shape, "trace": name, "gpus": len(gpus), **s,
                                  **{f"world_{k}": v for k, v in w.items() if k.endswith("_share") or k.endswith("_s")},
-                                 "wall_s": time.perf_counter() - t})
+                                 "policy": p, "wall_s": time.perf_counter() - t})
         out["shapes"] = {}
         for shape, items in sets.items():
             names = [n for n, _, _ in items]
             sub = [r for r in rows if r["shape"] == shape]
             out["shapes"][shape] = {
                 "traces": len(names),
+                "horus_order": horus_order(args),
                 **{f"horus_vs_{b}": versus(sub, names, b) for b in ("random", "best", "fifo")},
+                **({"horus_vs_random_same_order": versus(sub, names, SAME_ORDER)}
+                   if SAME_ORDER in args.row_policies else {}),
                 **({"horus+_vs_best": versus(sub, names, "best", "horus+")} if "horus+" in args.policies else {}),
-                "world_share": {p: world_share([r for r in sub if r["policy"] == p]) for p in args.policies},
+                "world_share": {p: world_share([r for r in sub if r["policy"] == p]) for p in args.row_policies},
             }
         args_vcs = args.vcs if "gavel" in sets else []
         per_vc: dict = {}

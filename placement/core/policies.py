@@ -52,6 +52,30 @@ class Migration:
     explanation: dict = field(default_factory=dict)
 
 
+#: Orders a co-locating policy may place its look-ahead window in. ``utilisation``: highest
+#: predicted utilisation first (Horus, TPDS 2022: the hardest to pack go first); ``shortest``:
+#: shortest estimated duration first (:attr:`JobSpec.planned`; ties: higher utilisation, then
+#: arrival), the SJF order, which minimises mean JCT on one machine (Smith's rule with unit
+#: weights); ``fifo``: arrival order.
+QUEUE_ORDERS = ("utilisation", "shortest", "fifo")
+
+
+def check_queue_order(order: str) -> str:
+    """``order`` if it is one of :data:`QUEUE_ORDERS`; ``ValueError`` naming them otherwise."""
+    if order not in QUEUE_ORDERS:
+        raise ValueError(f"unknown queue order {order!r}; known: {', '.join(QUEUE_ORDERS)}")
+    return order
+
+
+def order_window(window: Sequence[JobSpec], order: str) -> list[JobSpec]:
+    """``window`` sorted by ``order`` (:data:`QUEUE_ORDERS`); stable, ties by arrival."""
+    if order == "utilisation":
+        return sorted(window, key=lambda j: (-j.util, j.arrival))
+    if order == "shortest":
+        return sorted(window, key=lambda j: (j.planned, -j.util, j.arrival))
+    return sorted(window, key=lambda j: j.arrival)
+
+
 class Policy(ABC):
     """Base class. ``k_max``: most tasks per GPU; ``exclusive``: a GPU holds one job only."""
 
@@ -313,8 +337,9 @@ class Horus(Policy):
              + w_tasks * tasks already on the GPU
 
     Lowest cost wins; multi-GPU jobs take the fewest nodes. Queue: the ``lookahead`` oldest
-    waiting jobs are placed in order of predicted utilisation, highest first (the hardest to
-    pack go first); jobs beyond the window wait.
+    waiting jobs are placed in ``queue_order`` (:data:`QUEUE_ORDERS`): by default, as in the
+    paper, predicted utilisation, highest first (the hardest to pack go first); ``shortest``
+    places the shortest estimated job first; jobs beyond the window wait.
 
     With unit weights an empty GPU never costs more than a shared one (at most
     ``mem + (100 - u)/100``, a shared one at least ``mem + 1``), so Horus co-locates only when
@@ -348,9 +373,11 @@ class Horus(Policy):
 
     def __init__(self, *, k_max: int = 2, lookahead: int = 32, w_mem: float = 1.0, w_util: float = 1.0,
                  w_tasks: float = 1.0, overflow: float = 4.0, migrate: bool = True,
-                 protect_critical: bool = True, pair_belief=None, w_pair: float = 1.0) -> None:
+                 protect_critical: bool = True, pair_belief=None, w_pair: float = 1.0,
+                 queue_order: str = "utilisation") -> None:
         if k_max < 1 or lookahead < 1:
             raise ValueError("k_max and lookahead must be >= 1")
+        self.queue_order = check_queue_order(queue_order)
         if pair_belief is not None and not callable(getattr(pair_belief, "slowdown", None)):
             raise ValueError("pair_belief must have slowdown(job, others, gpu_type) -> float")
         if not (w_pair >= 0 and np.isfinite(w_pair)):
@@ -425,8 +452,9 @@ class Horus(Policy):
         return out
 
     def order(self, queue: Sequence[JobSpec], now: float, rng) -> list[JobSpec]:
-        window = list(queue[: self.lookahead])
-        return sorted(window, key=lambda j: (-j.util, j.arrival))
+        """The look-ahead window (the ``lookahead`` oldest waiting jobs) in placement order
+        (:data:`QUEUE_ORDERS`, by ``queue_order``)."""
+        return order_window(queue[: self.lookahead], self.queue_order)
 
     def place(self, queue, state, now, rng):
         self._work_bound = self.work_bound(queue, state, now) if self.protect_critical else -np.inf
@@ -508,14 +536,16 @@ class Gandiva(Policy):
 
 
 class RandomColocation(Policy):
-    """Random co-location: each job, in FIFO order, goes to uniformly random feasible GPUs
-    (memory left, at most ``k_max`` tasks)."""
+    """Random co-location: each job, in FIFO order (or ``queue_order``, :data:`QUEUE_ORDERS`,
+    to isolate a co-locating policy's partner choice from its queue order), goes to uniformly
+    random feasible GPUs (memory left, at most ``k_max`` tasks)."""
 
     name = "random"
     exclusive = False
 
-    def __init__(self, *, k_max: int = 2) -> None:
+    def __init__(self, *, k_max: int = 2, queue_order: str = "fifo") -> None:
         self.k_max = k_max
+        self.queue_order = check_queue_order(queue_order)
 
     def _choose(self, job, state, rng, now=0.0):
         cand = np.flatnonzero(self.candidates(job, state, now))
@@ -525,7 +555,7 @@ class RandomColocation(Policy):
         return gpu_ids, {"policy": self.name, "candidates": [{"gpu": g} for g in gpu_ids]}
 
     def place(self, queue, state, now, rng):
-        return self._place_in_order(queue, state, rng, now=now)
+        return self._place_in_order(order_window(queue, self.queue_order), state, rng, now=now)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ import numpy as np
 from .interference import InterferenceModel
 from .world import SOURCES, InterferenceWorld, ModelledWorld, as_world, source_shares
 from .policies import DEFAULT_MIGRATION_COST_S, Policy
-from .types import ClusterState, GPUSpec, JobSpec
+from .types import ClusterState, GPUSpec, JobSpec, expected_remaining_s
 
 ARRIVAL, FINISH, TICK, RESUME = 0, 1, 2, 3
 
@@ -207,6 +207,7 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
                                   + ("; ..." if len(bad) > 10 else ""), [(j.job_id, j.model) for j in bad])
     runs = {j.job_id: _Run(j) for j in jobs}
     heap: list = []
+    planned_ends: list = []  # (projected isolated finish, job id, run version), see overrun()
     seq = 0
     for j in sorted(jobs, key=lambda j: (j.arrival, j.job_id)):
         heap.append((j.arrival, seq, ARRIVAL, j.job_id, 0))
@@ -248,7 +249,8 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
             r.rate, r.source = 1.0 / worst, source
             r.version += 1
             # planned finish if it ran alone from now: planned run time - work done (>= 0)
-            r.finish_at = max(now, r.resume_at) + max(r.job.planned - (r.job.duration - r.remaining), 0.0)
+            r.finish_at = max(now, r.resume_at) + expected_remaining_s(r.job.planned, r.job.duration - r.remaining)
+            heapq.heappush(planned_ends, (r.finish_at, jid, r.version))
             heapq.heappush(heap, (max(now, r.resume_at) + max(r.remaining, 0.0) / r.rate, seq, FINISH, jid,
                                   r.version))
             seq += 1
@@ -257,6 +259,22 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
         for g in gpu_set:
             eff[g] = min(100.0, sum(runs[o].job.util / sd_cache.get((o, g), 1.0) for o in on_gpu[g]
                                     if runs[o].resume_at <= now))
+
+    def overrun(now: float) -> None:
+        """Projected ends that have passed while their job still runs (its estimate was short):
+        re-project them with :func:`expected_remaining_s`, so ``state.end_at`` never shows a
+        running job as already finished."""
+        while planned_ends and planned_ends[0][0] < now:
+            _, jid, version = heapq.heappop(planned_ends)
+            r = runs[jid]
+            if r.version != version or jid not in state.running:
+                continue
+            ran = max(now - max(r.last, r.resume_at), 0.0)
+            done = r.job.duration - (r.remaining - ran * r.rate)
+            r.finish_at = max(now, r.resume_at) + expected_remaining_s(r.job.planned, done)
+            heapq.heappush(planned_ends, (r.finish_at, jid, r.version))
+            for g in r.gpus:
+                state.end_at[g] = max(runs[o].finish_at for o in on_gpu[g])
 
     def migrate(now: float) -> set[int]:
         """Ask the policy to un-share jobs onto idle GPUs; apply its moves. Returns GPUs touched."""
@@ -272,7 +290,7 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
                     r = runs[jid]
                     ran = max(now - max(r.last, r.resume_at), 0.0)
                     done = r.job.duration - (r.remaining - ran * r.rate)
-                    remaining[jid] = max(r.job.planned - done, 0.0)
+                    remaining[jid] = expected_remaining_s(r.job.planned, done)
                     slowdown[jid] = 1.0 / r.rate if r.rate > 0 else 1.0
         touched: set[int] = set()
         for m in policy.migrate(state, now, remaining, slowdown, migration_cost_s):
@@ -313,6 +331,7 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
                 queue[jid] = r.job
             if freed:
                 refresh(freed, now)
+        overrun(now)
         if queue:
             waiting = list(queue.values()) if policy.queue_window is None else \
                 list(itertools.islice(queue.values(), policy.queue_window))

@@ -59,6 +59,27 @@ class JobSpec:
             raise ValueError(f"job {self.job_id}: negative memory or utilisation")
 
 
+#: Belief about a job that has run past its estimate: it has as much left as it has done so
+#: far. For a Pareto-tailed duration with shape ``alpha``, E[X - a | X > a] = a / (alpha - 1)
+#: (the mean residual life grows with age, the premise of Tiresias's least-attained-service
+#: scheduling, Gu et al., NSDI 2019, section 2.2); ``alpha`` = 2 gives ``a``. An assumption,
+#: not fitted to any trace.
+OVERRUN_RESIDUAL_FACTOR = 1.0
+
+
+def expected_remaining_s(planned_s: float, done_s: float) -> float:
+    """Isolated seconds of work a scheduler expects a running job still to need, from what it
+    can know: the job's estimate ``planned_s`` (:attr:`JobSpec.planned`) and the isolated work
+    done so far ``done_s`` (both seconds, >= 0). ``planned_s - done_s`` while the estimate holds;
+    once the job has outrun it, ``OVERRUN_RESIDUAL_FACTOR * done_s`` (see there) rather than 0,
+    so a job whose estimate was wrong is not treated as about to finish (by the critical-path
+    guard's projected ends, or by the migration rule)."""
+    left = planned_s - done_s
+    if left >= -1e-6 * max(planned_s, 1.0):  # still within the estimate (float noise at its end)
+        return max(left, 0.0)
+    return OVERRUN_RESIDUAL_FACTOR * done_s
+
+
 @dataclass(frozen=True)
 class GPUSpec:
     """One GPU: ``gpu_id`` (index into the cluster arrays), ``node`` (node index),
