@@ -99,15 +99,19 @@ def device_lock(device: str, lock_dir: Path, report: Report | None = None) -> It
 
 def load_model(params: Mapping[str, Any]):
     """Import the model named by ``params``: ``onnx_path`` (with optional ``onnx_shapes``) or
-    ``model`` (with optional ``input_shape``). Returns :class:`tuning.backends.frontends.ImportedModel`;
-    raises :class:`tuning.backends.frontends.ModelImportError`."""
-    from .backends.frontends import ModelImportError, import_onnx, import_torch_model
+    ``model`` (with optional ``input_shape``), in a child process
+    (:mod:`tuning.backends.import_child`: a crash in TVM's importer fails the import, this
+    process lives on). Returns :class:`tuning.backends.frontends.ImportedModel`; raises
+    :class:`tuning.backends.frontends.ModelImportError` (the child's message, the signal that
+    killed it, or the timeout)."""
+    from .backends.frontends import ModelImportError
+    from .backends.import_child import import_onnx_isolated, import_torch_model_isolated
 
     if params.get("onnx_path"):
-        return import_onnx(Path(params["onnx_path"]), shape_dict=params.get("onnx_shapes") or None)
+        return import_onnx_isolated(Path(params["onnx_path"]), shape_dict=params.get("onnx_shapes") or None)
     if not params.get("model"):
         raise ModelImportError("give a model name or an ONNX file")
-    return import_torch_model(params["model"], params.get("input_shape"))
+    return import_torch_model_isolated(params["model"], params.get("input_shape"))
 
 
 def extract_tasks(model: Any, target: Mapping[str, Any], weight_prepack: bool = False) -> list[Any]:
@@ -204,9 +208,9 @@ def _run(params: dict[str, Any], report: Report, record: Record, resume: dict[st
     from .backends.intrinsics import import_tensor_intrinsics, intrinsic_modules
 
     import_tensor_intrinsics(intrinsic_modules(target))  # not every backend's (~22 s here)
-    work_dir.mkdir(parents=True, exist_ok=True)
     report(1, "importing the model")
-    model = load_model(params)
+    model = load_model(params)  # before the work dir exists: a failed import leaves nothing behind
+    work_dir.mkdir(parents=True, exist_ok=True)
     prepack = weight_prepack_for(params, target)
     extracted = extract_tasks(model, target, prepack)
     if not extracted:

@@ -46,15 +46,17 @@ def resolve_onnx(ref: str) -> Path:
 
 def onnx_upload_store(*, data: bytes) -> dict[str, Any]:
     """Store an uploaded ONNX model after checking it imports; returns ``{"id", "name", ...}``.
-    Raises :class:`tuning.backends.frontends.ModelImportError` (nothing stored) or
-    ``ValueError`` for an oversized file."""
+    The import runs in a child process (:mod:`tuning.backends.import_child`), so a crash in
+    TVM's importer is a refused upload, not a dead web process. Raises
+    :class:`tuning.backends.frontends.ModelImportError` (nothing stored) or ``ValueError`` for
+    an oversized file."""
     import hashlib
 
-    from .backends.frontends import import_onnx
+    from .backends.import_child import import_onnx_isolated
 
     if len(data) > settings.MAX_UPLOAD_MIB * 1024 * 1024:
         raise ValueError(f"ONNX file larger than {settings.MAX_UPLOAD_MIB} MiB")
-    model = import_onnx(data)
+    model = import_onnx_isolated(data)
     digest = hashlib.sha256(data).hexdigest()
     root = tuning_root() / "uploads"
     root.mkdir(exist_ok=True)

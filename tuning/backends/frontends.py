@@ -78,21 +78,25 @@ def _transformers_model(cls_name: str):
 
 def torch_model(name: str):
     """The eager PyTorch model called ``name`` (built-in, torchvision, or ``transformers:Config``),
-    in eval mode, random weights. Raises :class:`ModelImportError` for an unknown name."""
-    if name in BUILTIN_MODELS:
-        import torch
+    in eval mode, random weights drawn from a generator seeded with 0 (PyTorch's global generator
+    is left as it was), so two calls, in two processes too, build the same weights: the model
+    imported in a child process (:mod:`tuning.backends.import_child`) and the caller's eager twin
+    agree. Raises :class:`ModelImportError` for an unknown name."""
+    import torch
 
+    with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        return _builtin(name).eval()
-    if name.startswith("transformers:"):
-        return _transformers_model(name.split(":", 1)[1])
-    import torchvision
+        if name in BUILTIN_MODELS:
+            return _builtin(name).eval()
+        if name.startswith("transformers:"):
+            return _transformers_model(name.split(":", 1)[1])
+        import torchvision
 
-    try:
-        return torchvision.models.get_model(name, weights=None).eval()
-    except ValueError:
-        known = sorted(BUILTIN_MODELS) + ["<torchvision name, e.g. resnet18>", "transformers:<Config class>"]
-        raise ModelImportError(f"unknown model {name!r}; use one of {', '.join(known)}") from None
+        try:
+            return torchvision.models.get_model(name, weights=None).eval()
+        except ValueError:
+            known = sorted(BUILTIN_MODELS) + ["<torchvision name, e.g. resnet18>", "transformers:<Config class>"]
+            raise ModelImportError(f"unknown model {name!r}; use one of {', '.join(known)}") from None
 
 
 def default_input_shape(name: str) -> tuple[int, ...]:
