@@ -290,7 +290,9 @@ class PairSlowdownPredictor:
         return math.exp(sum(math.log(self.pair_slowdown(a, b, gpu_type)) for b in others))
 
     def describe(self) -> dict:
-        return {"kind": "pair-cf-with-side-information", "gpu_types": sorted(self.fits),
+        side = any(f.by_side is not None for f in self.fits.values())
+        return {"kind": "pair-cf-with-side-information" if side else "pair-cf-with-graph-features",
+                "gpu_types": sorted(self.fits),
                 "lam_cf": self.lam_cf, "lam_feat": self.lam_feat, "lam_side": self.lam_side,
                 "lam_side_scores": dict(self.lam_side_scores), "side": list(SIDE_NAMES),
                 "measured_types": {g: len(f.terms) for g, f in self.fits.items()}}

@@ -198,6 +198,8 @@ def test_type_without_isolated_throughput_falls_back_to_graph_features():
     b = pp.PairSlowdownPredictor.fit(train, feats, lam_cf=1e-6, lam_feat=1e-3, lam_side=1.0)
     for t in types[:-1]:
         assert a.pair_slowdown(new, t) == pytest.approx(b.pair_slowdown(new, t))
+    assert a.describe()["kind"] == "pair-cf-with-side-information"
+    assert b.describe()["kind"] == "pair-cf-with-graph-features"
 
 
 def _gavel():
