@@ -256,7 +256,8 @@ def main(argv: list[str] | None = None) -> None:
 
         with open(args.data / "placement" / "zoo_features.csv", newline="") as fh:
             feat = pp.features_by_type(csv.DictReader(fh))
-        args.belief_obj = pp.OutOfFamilyBelief(pp.measured_pairs(tables.throughputs), feat)
+        args.belief_obj = pp.OutOfFamilyBelief(pp.measured_pairs(tables.throughputs), feat,
+                                               isolated=pp.isolated_throughputs(tables.throughputs))
     out["belief"] = args.belief
     out["horus_order"] = horus_order(args)
     out["horus_lookahead"] = args.lookahead or Horus().lookahead

@@ -1,5 +1,6 @@
 """Pair-aware co-location interference *predictor*: a policy's belief about how much two jobs
-slow each other down on a GPU, from both jobs' graph features (never the simulator's world).
+slow each other down on a GPU, from measured pairs of other jobs and each job's own profile
+(graph features, isolated throughputs; never the simulator's world for that job's pairs).
 
 Model (collaborative filtering with side information, as Paragon/Quasar classify a new workload
 against profiled ones: Delimitrou & Kozyrakis, ASPLOS 2013 section 3 and ASPLOS 2014 section
@@ -12,9 +13,14 @@ Per GPU type ``g`` (K80, P100, V100)::
 (isolated throughput / throughput in the pair). ``mu_g``, ``sens_g`` (how much a job suffers)
 and ``press_g`` (how much it inflicts) are fitted by ridge least squares (penalty ``lam_cf`` on
 the per-type terms) on measured pairs. A job type without measured pairs (a new model) gets
-``sens`` and ``press`` from a ridge regression (penalty ``lam_feat``, standardised features)
-of the fitted terms of the measured types on their graph features (:data:`FEATURE_NAMES`).
-With more than one co-runner the pairwise log slowdowns add (an extrapolation: pairs only).
+``sens`` and ``press`` from a ridge regression of the measured types' fitted terms on its *side
+information* (:data:`SIDE_NAMES`: its batch size relative to its family's and its isolated
+V100 / K80 speedup, both from profiling the job alone; :func:`side_vector`), penalty
+``lam_side`` chosen by a nested leave-one-model-out over the training families only (grid
+:data:`LAM_SIDE_GRID` fixed a priori). A type without isolated throughputs falls back to a
+ridge regression (penalty ``lam_feat``, standardised) on its graph features
+(:data:`FEATURE_NAMES`). With more than one co-runner the pairwise log slowdowns add (an
+extrapolation: pairs only).
 
 Validation (:func:`leave_one_model_out`): every model family in turn is held out (all its batch
 sizes, all pairs it takes part in), the predictor is fitted on the rest and scored on the
@@ -105,14 +111,86 @@ def features_by_type(feature_rows: Iterable[Mapping]) -> dict[TypeKey, np.ndarra
     return out
 
 
+#: Side information of a measured job type (:func:`side_vector`), in this order.
+SIDE_NAMES = ("log2_batch_in_family", "log10_v100_over_k80")
+#: Ridge penalties the nested leave-one-model-out chooses ``lam_side`` from (fixed a priori).
+LAM_SIDE_GRID = (1.0, 3.0, 10.0, 30.0, 100.0)
+
+IsolatedKey = tuple[str, TypeKey]  # (gpu type lowercase, job type)
+
+
+def isolated_throughputs(throughputs: Mapping) -> dict[IsolatedKey, float]:
+    """``{(gpu, type): isolated iterations/s}`` of every single-GPU (scale factor 1) job type
+    Gavel measured alone (the ``"null"`` column) with a throughput > 0. These are profiles of
+    each job by itself, never a pair."""
+    out = {}
+    for gpu in GPU_TYPES:
+        for key, row in throughputs.get(gpu, {}).items():
+            a, sf = _parse_key(key)
+            alone = row.get("null")
+            if sf == 1 and alone and float(alone) > 0:
+                out[(gpu, gavel_type_key(a))] = float(alone)
+    return out
+
+
+def side_vector(t: TypeKey, families: Mapping[str, Sequence[int]],
+                isolated: Mapping[IsolatedKey, float]) -> np.ndarray | None:
+    """:data:`SIDE_NAMES` (2,) of job type ``t`` or None when its isolated V100 or K80
+    throughput is unknown: log2 of its batch size minus the mean log2 batch size of its family
+    (``families``: family -> batch sizes with features; the within-family batch trend, larger
+    batches press harder and suffer less in Gavel's table) and log10 of its isolated V100 / K80
+    speedup (how compute-bound it is alone). Only the job's own profile, never a pair."""
+    v, k = isolated.get(("v100", t)), isolated.get(("k80", t))
+    if not v or not k:
+        return None
+    bss = families.get(t[0]) or [t[1]]
+    return np.array([math.log2(t[1]) - float(np.mean([math.log2(b) for b in bss])), math.log10(v / k)])
+
+
+def _cf(rows: Sequence[PairRow], lam_cf: float) -> tuple[float, dict[TypeKey, tuple[float, float]]]:
+    """Ridge fit of log s(a|b) = mu + sens(a) + press(b) on one GPU type's pairs."""
+    types = sorted({p.a for p in rows} | {p.b for p in rows})
+    idx = {t: i for i, t in enumerate(types)}
+    nt = len(types)
+    D = np.zeros((len(rows), 1 + 2 * nt))
+    D[:, 0] = 1.0
+    r = np.arange(len(rows))
+    D[r, [1 + idx[p.a] for p in rows]] = 1.0
+    D[r, [1 + nt + idx[p.b] for p in rows]] = 1.0
+    y = np.log([p.slowdown for p in rows])
+    reg = lam_cf * np.eye(1 + 2 * nt)
+    reg[0, 0] = 0.0
+    w = np.linalg.solve(D.T @ D + reg, D.T @ y)
+    return float(w[0]), {t: (float(w[1 + i]), float(w[1 + nt + i])) for t, i in idx.items()}
+
+
+@dataclass
+class _Ridge:
+    """Ridge regression of (sens, press) on standardised inputs: ``w`` (1 + inputs, 2)."""
+
+    w: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+
+    @classmethod
+    def fit(cls, X: np.ndarray, S: np.ndarray, lam: float) -> "_Ridge":
+        m, sd = X.mean(0), X.std(0) + 1e-9
+        Z = np.c_[np.ones(len(X)), (X - m) / sd]
+        reg = lam * np.eye(Z.shape[1])
+        reg[0, 0] = 0.0
+        return cls(np.linalg.solve(Z.T @ Z + reg, Z.T @ S), m, sd)
+
+    def __call__(self, x: np.ndarray) -> tuple[float, float]:
+        s, p = np.r_[1.0, (x - self.mean) / self.std] @ self.w
+        return float(s), float(p)
+
+
 @dataclass
 class _GpuFit:
     mu: float
     terms: dict[TypeKey, tuple[float, float]]  # type -> (sens, press), measured types
-    w_sens: np.ndarray  # feature regression, (1 + features,)
-    w_press: np.ndarray
-    f_mean: np.ndarray
-    f_std: np.ndarray
+    by_side: _Ridge | None  # regression on SIDE_NAMES (None: fewer than 3 types with side info)
+    by_graph: _Ridge  # regression on FEATURE_NAMES, for a type without side information
 
 
 @dataclass
@@ -123,43 +201,63 @@ class PairSlowdownPredictor:
     fits: dict[str, _GpuFit] = field(default_factory=dict)
     lam_cf: float = 1.0
     lam_feat: float = 100.0
+    lam_side: float = 10.0
+    isolated: dict[IsolatedKey, float] = field(default_factory=dict)
+    families: dict[str, list[int]] = field(default_factory=dict)
+    lam_side_scores: dict[float, float] = field(default_factory=dict)
 
     @classmethod
     def fit(cls, pairs: Sequence[PairRow], features: Mapping[TypeKey, np.ndarray], *,
-            lam_cf: float = 1.0, lam_feat: float = 100.0) -> "PairSlowdownPredictor":
-        """Fit per GPU type on ``pairs`` (types without features are skipped). ``ValueError``
-        if a GPU type has fewer than 10 usable pairs or 3 featured types, or a penalty <= 0."""
-        if not (lam_cf > 0 and lam_feat > 0):
-            raise ValueError("lam_cf and lam_feat must be > 0")
-        self = cls(dict(features), {}, lam_cf, lam_feat)
-        for gpu in sorted({p.gpu_type for p in pairs}):
-            rows = [p for p in pairs if p.gpu_type == gpu and p.a in features and p.b in features]
-            types = sorted({p.a for p in rows} | {p.b for p in rows})
-            if len(rows) < 10 or len(types) < 3:
-                raise ValueError(f"{gpu}: need >= 10 pairs over >= 3 featured job types, got {len(rows)} / {len(types)}")
-            idx = {t: i for i, t in enumerate(types)}
-            nt = len(types)
-            D = np.zeros((len(rows), 1 + 2 * nt))
-            D[:, 0] = 1.0
-            r = np.arange(len(rows))
-            D[r, [1 + idx[p.a] for p in rows]] = 1.0
-            D[r, [1 + nt + idx[p.b] for p in rows]] = 1.0
-            y = np.log([p.slowdown for p in rows])
-            reg = lam_cf * np.eye(1 + 2 * nt)
-            reg[0, 0] = 0.0
-            w = np.linalg.solve(D.T @ D + reg, D.T @ y)
-            F = np.array([features[t] for t in types])
-            fm, fs = F.mean(0), F.std(0) + 1e-9
-            Z = np.c_[np.ones(nt), (F - fm) / fs]
-            regf = lam_feat * np.eye(Z.shape[1])
-            regf[0, 0] = 0.0
-            ws = np.linalg.solve(Z.T @ Z + regf, Z.T @ w[1:1 + nt])
-            wp = np.linalg.solve(Z.T @ Z + regf, Z.T @ w[1 + nt:])
-            self.fits[gpu] = _GpuFit(float(w[0]), {t: (float(w[1 + i]), float(w[1 + nt + i])) for t, i in idx.items()},
-                                     ws, wp, fm, fs)
+            isolated: Mapping[IsolatedKey, float] | None = None, lam_cf: float = 1.0,
+            lam_feat: float = 100.0, lam_side: float | None = None,
+            lam_side_grid: Sequence[float] = LAM_SIDE_GRID) -> "PairSlowdownPredictor":
+        """Fit per GPU type on ``pairs`` (types without features are skipped). ``isolated``
+        (:func:`isolated_throughputs`) gives the side information; without it every new type
+        falls back to the graph-feature regression. ``lam_side=None`` (default) chooses the side
+        penalty from ``lam_side_grid`` by a nested leave-one-model-out over the families of
+        ``pairs`` only (highest pooled Spearman; ties -> the larger penalty), so a held-out
+        family never picks it. ``ValueError`` if a GPU type has fewer than 10 usable pairs or 3
+        featured types, or a penalty <= 0."""
+        if not (lam_cf > 0 and lam_feat > 0) or (lam_side is not None and not lam_side > 0) \
+                or not lam_side_grid or not all(v > 0 for v in lam_side_grid):
+            raise ValueError("lam_cf, lam_feat, lam_side and lam_side_grid must be > 0")
+        iso = dict(isolated or {})
+        fams: dict[str, list[int]] = {}
+        for t in features:
+            fams.setdefault(t[0], []).append(t[1])
+        rows = [p for p in pairs if p.a in features and p.b in features]
+        scores: dict[float, float] = {}
+        if lam_side is None:
+            scores = _nested_lam_side(rows, features, iso, fams, lam_cf, lam_feat, lam_side_grid)
+            lam_side = max(sorted(scores, reverse=True), key=lambda v: scores[v])
+        self = cls(dict(features), {}, lam_cf, lam_feat, float(lam_side), iso, fams, scores)
+        for gpu in sorted({p.gpu_type for p in rows}):
+            self.fits[gpu] = self._fit_gpu([p for p in rows if p.gpu_type == gpu], gpu)
         if not self.fits:
             raise ValueError("no pairs to fit")
         return self
+
+    def _fit_gpu(self, rows: Sequence[PairRow], gpu: str) -> _GpuFit:
+        types = sorted({p.a for p in rows} | {p.b for p in rows})
+        if len(rows) < 10 or len(types) < 3:
+            raise ValueError(f"{gpu}: need >= 10 pairs over >= 3 featured job types, got {len(rows)} / {len(types)}")
+        mu, terms = _cf(rows, self.lam_cf)
+        S = np.array([terms[t] for t in types])
+        by_graph = _Ridge.fit(np.array([self.features[t] for t in types]), S, self.lam_feat)
+        sides = [(i, side_vector(t, self.families, self.isolated)) for i, t in enumerate(types)]
+        sides = [(i, v) for i, v in sides if v is not None]
+        by_side = (_Ridge.fit(np.array([v for _, v in sides]), S[[i for i, _ in sides]], self.lam_side)
+                   if len(sides) >= 3 else None)
+        return _GpuFit(mu, terms, by_side, by_graph)
+
+    def _refit_side(self, fit: _GpuFit) -> _GpuFit:
+        """``fit`` with its side regression refitted at the current ``lam_side``."""
+        sides = [(t, side_vector(t, self.families, self.isolated)) for t in sorted(fit.terms)]
+        sides = [(t, v) for t, v in sides if v is not None]
+        if len(sides) < 3:
+            return fit
+        S = np.array([fit.terms[t] for t, _ in sides])
+        return _GpuFit(fit.mu, fit.terms, _Ridge.fit(np.array([v for _, v in sides]), S, self.lam_side), fit.by_graph)
 
     def _fit_for(self, gpu_type: str) -> _GpuFit:
         g = gpu_type.lower()
@@ -173,11 +271,13 @@ class PairSlowdownPredictor:
     def _terms(self, fit: _GpuFit, t: TypeKey) -> tuple[float, float]:
         if t in fit.terms:
             return fit.terms[t]
+        v = side_vector(t, self.families, self.isolated) if fit.by_side is not None else None
+        if v is not None:
+            return fit.by_side(v)
         f = self.features.get(t)
         if f is None:
             return 0.0, 0.0  # no graph features: the GPU type's average pair
-        z = np.r_[1.0, (f - fit.f_mean) / fit.f_std]
-        return float(z @ fit.w_sens), float(z @ fit.w_press)
+        return fit.by_graph(f)
 
     def pair_slowdown(self, a: TypeKey, b: TypeKey, gpu_type: str = "v100") -> float:
         """Predicted slowdown (>= 1) of job type ``a`` next to ``b`` on ``gpu_type``."""
@@ -190,9 +290,42 @@ class PairSlowdownPredictor:
         return math.exp(sum(math.log(self.pair_slowdown(a, b, gpu_type)) for b in others))
 
     def describe(self) -> dict:
-        return {"kind": "pair-cf-with-graph-features", "gpu_types": sorted(self.fits),
-                "lam_cf": self.lam_cf, "lam_feat": self.lam_feat,
+        side = any(f.by_side is not None for f in self.fits.values())
+        return {"kind": "pair-cf-with-side-information" if side else "pair-cf-with-graph-features",
+                "gpu_types": sorted(self.fits),
+                "lam_cf": self.lam_cf, "lam_feat": self.lam_feat, "lam_side": self.lam_side,
+                "lam_side_scores": dict(self.lam_side_scores), "side": list(SIDE_NAMES),
                 "measured_types": {g: len(f.terms) for g, f in self.fits.items()}}
+
+
+def _nested_lam_side(rows: Sequence[PairRow], features: Mapping[TypeKey, np.ndarray],
+                     isolated: Mapping[IsolatedKey, float], families: Mapping[str, list[int]],
+                     lam_cf: float, lam_feat: float, grid: Sequence[float]) -> dict[float, float]:
+    """Pooled Spearman of each ``lam_side`` in ``grid`` over a leave-one-model-out of the
+    families in ``rows`` (the caller's training pairs only). An inner fold that cannot be fitted
+    (too few pairs) is skipped; all skipped or constant -> every score 0 (the largest wins)."""
+    fams = sorted({p.a[0] for p in rows} | {p.b[0] for p in rows})
+    pred: dict[float, list[float]] = {v: [] for v in grid}
+    true: list[float] = []
+    for fam in fams:
+        test = [p for p in rows if fam in (p.a[0], p.b[0])]
+        train = [p for p in rows if fam not in (p.a[0], p.b[0])]
+        try:
+            inner = PairSlowdownPredictor.fit(train, features, isolated=isolated, lam_cf=lam_cf,
+                                              lam_feat=lam_feat, lam_side=grid[0])
+        except ValueError:
+            continue
+        cf = dict(inner.fits)
+        for v in grid:  # the CF terms do not depend on lam_side: refit only the side regression
+            inner.lam_side = v
+            inner.fits = {g: inner._refit_side(f) for g, f in cf.items()}
+            pred[v].extend(inner.pair_slowdown(p.a, p.b, p.gpu_type) for p in test)
+        true.extend(p.slowdown for p in test)
+    out = {}
+    for v in grid:
+        s = spearman(pred[v], true) if len(true) > 2 else float("nan")
+        out[v] = s if math.isfinite(s) else 0.0
+    return out
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
@@ -217,8 +350,10 @@ def leave_one_model_out(pairs: Sequence[PairRow], features: Mapping[TypeKey, np.
     """Hold out each model family (all its pairs, either side), fit on the rest, predict the
     held-out pairs. Returns pooled ``mae`` (slowdown units), ``spearman``, the constant
     baseline's ``const_mae`` (median training slowdown; its Spearman is undefined), ``n``
-    predictions and ``folds`` (per family: n, mae, const_mae, spearman). A pair of two held-out
-    families is predicted in both folds."""
+    predictions and ``folds`` (per family: n, mae, const_mae, spearman, and the ``lam_side``
+    its training families chose by the nested leave-one-model-out unless ``fit_kw`` fixes
+    it). A pair of two held-out families is predicted in both folds. ``fit_kw`` go to
+    :meth:`PairSlowdownPredictor.fit` (``isolated=`` for the side information)."""
     fams = sorted({p.a[0] for p in pairs} | {p.b[0] for p in pairs})
     pred, true, const, folds = [], [], [], {}
     for fam in fams:
@@ -231,7 +366,7 @@ def leave_one_model_out(pairs: Sequence[PairRow], features: Mapping[TypeKey, np.
         pr = np.array([model.pair_slowdown(p.a, p.b, p.gpu_type) for p in test])
         tr = np.array([p.slowdown for p in test])
         folds[fam] = {"n": len(test), "mae": float(np.abs(pr - tr).mean()), "const_mae": float(np.abs(c - tr).mean()),
-                      "spearman": spearman(pr, tr)}
+                      "spearman": spearman(pr, tr), "lam_side": model.lam_side}
         pred.append(pr)
         true.append(tr)
         const.append(np.full(len(tr), c))
@@ -249,7 +384,10 @@ class OutOfFamilyBelief:
     measured family gets the prediction of the fit that held out its family (every pair it
     takes part in): what Horus would predict for that model if it were new. A family that is
     not in the measured pairs gets the fit on all pairs (it is new to that fit too). Fits: one
-    per measured family plus one on all pairs; ``ValueError`` as :meth:`PairSlowdownPredictor.fit`.
+    per measured family plus one on all pairs; ``fit_kw`` go to :meth:`PairSlowdownPredictor.fit`
+    (pass ``isolated=isolated_throughputs(table)``: each job's own isolated throughput, which
+    Horus has from profiling the job alone, is side information, not a pair); ``ValueError`` as
+    :meth:`PairSlowdownPredictor.fit`.
     """
 
     def __init__(self, pairs: Sequence[PairRow], features: Mapping[TypeKey, np.ndarray], **fit_kw) -> None:

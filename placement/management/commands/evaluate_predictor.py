@@ -52,8 +52,9 @@ class Command(BaseCommand):
         data = Path(settings.DATA_DIR)
         with open(data / "placement" / "zoo_features.csv", newline="") as fh:
             feat = pp.features_by_type(csv.DictReader(fh))
-        pairs = pp.measured_pairs(load_throughputs(data / "gavel-traces" / "simulation_throughputs.json"))
-        res = pp.leave_one_model_out(pairs, feat)
+        tables = load_throughputs(data / "gavel-traces" / "simulation_throughputs.json")
+        pairs = pp.measured_pairs(tables)
+        res = pp.leave_one_model_out(pairs, feat, isolated=pp.isolated_throughputs(tables))
         if o["json"]:
             self.stdout.write(json.dumps(res))
             return
@@ -62,4 +63,4 @@ class Command(BaseCommand):
                           f"constant (median training slowdown): MAE {res['const_mae']:.3f}, Spearman n/a")
         for f, r in res["folds"].items():
             self.stdout.write(f"  {f}: {r['n']} pairs, MAE {r['mae']:.3f} (constant {r['const_mae']:.3f}), "
-                              f"Spearman {r['spearman']:.3f}")
+                              f"Spearman {r['spearman']:.3f}, lam_side {r['lam_side']:g} (nested)")
