@@ -211,7 +211,7 @@ def test_horus_plus_serves_the_group_with_most_credit_first():
 
 def test_horus_orders_window_by_utilisation_and_ignores_beyond_it():
     q = [JobSpec(i, float(i), 1, 10, u, 100) for i, u in enumerate([10, 80, 50, 99])]
-    assert [j.job_id for j in policies.Horus(lookahead=3).order(q, 0, None)] == [1, 2, 0]
+    assert [j.job_id for j in policies.Horus(lookahead=3, queue_order="utilisation").order(q, 0, None)] == [1, 2, 0]
 
 
 def test_gandiva_prefers_empty_then_least_utilised_without_overflow_penalty():

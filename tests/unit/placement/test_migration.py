@@ -25,7 +25,7 @@ def test_migration_to_the_gpu_b_frees_by_hand():
     # t=10: B ends, GPU1 is idle. Work left: A 99 - 9/1.5 = 93, C 100 - 9/1.5 = 94.
     # Savings W*(1.5-1) - 10: A 36.5, C 37 -> C moves to GPU1 (cost 10 s), A is alone again.
     # A: 93 s at full speed from t=10 -> ends at 103. C: paused 10..20, then 94 s -> ends at 114.
-    h = policies.Horus(protect_critical=False)
+    h = policies.Horus(queue_order="utilisation", protect_critical=False)
     r = simulator.simulate([A, B, C], homogeneous_cluster(1, 2), h, FLAT, migration_cost_s=10.0)
     o = _by_id(r)
     assert o[1].finish == pytest.approx(10.0)
@@ -45,7 +45,7 @@ def test_migration_to_the_gpu_b_frees_by_hand():
 def test_without_migration_the_pair_stays_slow_by_hand():
     # Same, migrate=False: from t=1 both run at 1/1.5 until A ends. A needs 99 s of work:
     # ends at 1 + 148.5 = 149.5; C has 1 s left then and ends at 150.5.
-    h = policies.Horus(protect_critical=False, migrate=False)
+    h = policies.Horus(queue_order="utilisation", protect_critical=False, migrate=False)
     r = simulator.simulate([A, B, C], homogeneous_cluster(1, 2), h, FLAT, migration_cost_s=10.0)
     o = _by_id(r)
     assert o[0].finish == pytest.approx(149.5)
@@ -55,7 +55,7 @@ def test_without_migration_the_pair_stays_slow_by_hand():
 
 def test_migration_that_does_not_pay_is_not_made():
     # A cost of 60 s: savings 93*0.5 - 60 < 0 and 94*0.5 - 60 < 0 -> no move; same as no migration.
-    h = policies.Horus(protect_critical=False)
+    h = policies.Horus(queue_order="utilisation", protect_critical=False)
     r = simulator.simulate([A, B, C], homogeneous_cluster(1, 2), h, FLAT, migration_cost_s=60.0)
     assert r.summary()["migrations"] == 0
     assert _by_id(r)[2].finish == pytest.approx(150.5)
@@ -68,7 +68,7 @@ def test_critical_path_guard_by_hand():
     # So C shares GPU1 with B: B's last 9 s take 13.5 -> B ends at 14.5; C has done 9 s then,
     # its other 91 s alone -> ends at 105.5. A is never slowed: ends at 100. No GPU is idle
     # while a GPU is shared, so no migration.
-    r = simulator.simulate([A, B, C], homogeneous_cluster(1, 2), policies.Horus(), FLAT, migration_cost_s=10.0)
+    r = simulator.simulate([A, B, C], homogeneous_cluster(1, 2), policies.Horus(queue_order="utilisation"), FLAT, migration_cost_s=10.0)
     o = _by_id(r)
     assert o[0].finish == pytest.approx(100.0)
     assert o[1].finish == pytest.approx(14.5)
@@ -86,7 +86,7 @@ def test_guard_mask_and_work_bound_by_hand():
     q = [JobSpec(5, 0, 2, 50, 10, 1000)]
     # (100 + 10 + 50 * 2) / 3 GPUs = 70
     assert policies.Horus.work_bound(q, state, 0.0) == pytest.approx(70.0)
-    h = policies.Horus()
+    h = policies.Horus(queue_order="utilisation")
     h._work_bound = 70.0
     job = JobSpec(9, 0, 1, 60, 10, 1000)
     # H = max(100, 60, 70) = 100; GPU0: 100 + 60 > 100 excluded; GPU1: 10 + 10 <= 100; GPU2 empty
@@ -94,7 +94,7 @@ def test_guard_mask_and_work_bound_by_hand():
     # unknown end times (live placement): nothing excluded
     state.end_at[:] = np.nan
     assert h.candidates(job, state, 0.0).tolist() == [True, True, True]
-    assert policies.Horus(protect_critical=False).candidates(job, state, 0.0).tolist() == [True, True, True]
+    assert policies.Horus(queue_order="utilisation", protect_critical=False).candidates(job, state, 0.0).tolist() == [True, True, True]
 
 
 def test_policy_migrate_picks_largest_saving_and_keeps_locality():
@@ -104,7 +104,7 @@ def test_policy_migrate_picks_largest_saving_and_keeps_locality():
     state.assign(JobSpec(2, 0, 1, 100, 50, 1000), (1,))
     state.assign(JobSpec(3, 0, 1, 100, 50, 1000), (2,))
     # GPU 3 is the only idle one. Job 1 saves 200*0.5 - 30 = 70, job 0 saves 100*0.5 - 30 = 20.
-    h = policies.Horus()
+    h = policies.Horus(queue_order="utilisation")
     [m] = h.migrate(state, 0.0, {0: 100.0, 1: 200.0}, {0: 1.5, 1: 1.5}, 30.0)
     assert (m.job_id, m.from_gpus, m.to_gpus) == (1, (0,), (3,))
     assert m.saving_s == pytest.approx(70.0)
@@ -153,13 +153,13 @@ def test_cluster_state_move_checks_memory_and_leaves_state_on_error():
 
 def test_negative_migration_cost_is_an_error():
     with pytest.raises(ValueError, match="migration_cost_s"):
-        simulator.simulate([A], homogeneous_cluster(1, 1), policies.Horus(), FLAT, migration_cost_s=-1)
+        simulator.simulate([A], homogeneous_cluster(1, 1), policies.Horus(queue_order="utilisation"), FLAT, migration_cost_s=-1)
 
 
 def test_live_state_without_end_tracking_excludes_nothing():
     # A 1000 s job on the only GPU, projected to end at 1000; a 10 s newcomer, bound H = 1000:
     # 1000 + min(1000, 10) > 1000 -> excluded when end times are tracked (simulator) ...
-    h = policies.Horus()
+    h = policies.Horus(queue_order="utilisation")
     h._work_bound = 0.0
     newcomer = JobSpec(1, 0, 1, 10, 40, 100)
     tracked = ClusterState(homogeneous_cluster(1, 1))
@@ -174,6 +174,6 @@ def test_live_state_without_end_tracking_excludes_nothing():
     assert np.isnan(live.end_at).all()
     assert h.candidates(newcomer, live, 0.0).tolist() == [True]
     # and a live round places both jobs on the one GPU, as before the guard existed
-    out = policies.Horus().place([JobSpec(0, 0, 1, 1000, 40, 100), newcomer], ClusterState(homogeneous_cluster(1, 1)),
+    out = policies.Horus(queue_order="utilisation").place([JobSpec(0, 0, 1, 1000, 40, 100), newcomer], ClusterState(homogeneous_cluster(1, 1)),
                                  0.0, np.random.default_rng(0))
     assert [p.gpu_ids for p in out] == [(0,), (0,)]
