@@ -7,7 +7,9 @@ every method:
   (default 300: equal weights, the 128 corners of the weight box including the one-plugin-dominant
   ones, and scrambled Sobol points; :mod:`rlweights.core.headroom`) against equal weights, as
   percentage improvement of the bench's objective (mean end-to-end latency), per eval seed (the
-  simulator's tie-break seed), with the winning vector, and its distribution over pairs;
+  simulator's tie-break seed), with the winning vector, and its distribution over pairs; beside
+  it the best of every vector measured in the run on that pair (the set plus all methods' vectors),
+  since the set is a sample and a method can beat it;
 - at each budget of ``--budgets`` (default 10, 20, 50 measured weight vectors), the improvement of
   the PPO policy and of every baseline (equal, kube-scheduler's true defaults, random search,
   Optuna TPE, hill climbing, CMA-ES) over equal weights, and PPO against each baseline, mean and
@@ -189,11 +191,26 @@ def main() -> None:
         }
         all_rows += [{"budget": b, **r, "best_weights": " ".join(map(str, r["best_weights"])), "skipped": r.get("skipped") or ""}
                      for r in rows]
+    # the best-of-N set is a sample: every vector any method measured on the same (pair, seed) is
+    # in its cache, so the best of all of them is a tighter lower bound of the true headroom
+    for r in hr_rows:
+        cache = caches[(r["scenario"], r["seed"])]
+        w_any = min(cache, key=lambda k: (cache[k], k != (100,) * 7))
+        eq = r["equal_metric_s"]
+        r["best_measured_percent"] = 100.0 * (eq - cache[w_any]) / eq if eq > 0 else None
+        r["best_measured_weights"] = " ".join(map(str, w_any))
+        r["measured_vectors"] = len(cache)
+    for pp in per_pair:
+        vals = [r["best_measured_percent"] for r in hr_rows if r["scenario"] == pp["scenario"] and r["best_measured_percent"] is not None]
+        pp["best_measured_mean_percent"] = round(float(np.mean(vals)), 2) if vals else None
     write_csv_rows(out_csv, all_rows)
     write_csv_rows(hr_csv, hr_rows)
 
     hr_pairs = distribution([p["mean_percent"] for p in per_pair])
     hr_all = distribution([r["headroom_percent"] for r in hr_rows])
+    measured_pairs = distribution([p["best_measured_mean_percent"] for p in per_pair])
+    beaten = sum(1 for r in all_rows if not r["skipped"]
+                 and r["improvement_vs_equal_percent"] > hr_by_key[(r["scenario"], r["seed"])] + 1e-9)
     rnd = lambda d: {k: (round(v, 2) if isinstance(v, float) else v) for k, v in d.items()}  # noqa: E731
     result = {
         "bench": "rlweights",
@@ -203,6 +220,8 @@ def main() -> None:
                      "objective": "mean end-to-end latency, percent improvement over equal weights",
                      "per_pair": per_pair, "distribution_over_pairs": rnd(hr_pairs),
                      "distribution_over_pair_seeds": rnd(hr_all),
+                     "best_measured_distribution_over_pairs": rnd(measured_pairs),
+                     "method_rows_above_headroom": beaten, "method_rows": sum(1 for r in all_rows if not r["skipped"]),
                      "evaluations": hr_evals, "wall_s": round(hr_wall, 1),
                      "evals_per_s": round(hr_evals / hr_wall, 1), "evals_per_cpu_s": round(hr_evals / hr_cpu, 1)},
         "budgets": by_budget,
@@ -223,11 +242,15 @@ def print_table(r: dict, fh) -> None:
     p = lambda *x: print(*x, file=fh)  # noqa: E731
     p(f"Headroom: best of {h['vectors_per_pair_seed']} weight vectors vs equal weights, % of mean latency "
       f"({h['evaluations']} evaluations, {h['evals_per_s']}/s wall)")
-    p(f"{'pair':28} {'mean':>7} " + " ".join(f"{'seed ' + s:>7}" for s in seeds) + f"   winning vector (seed {seeds[0]})")
+    p(f"{'pair':28} {'mean':>7} " + " ".join(f"{'seed ' + s:>7}" for s in seeds) + f" {'any':>7}"
+      f"   winning vector (seed {seeds[0]})")
     for pp in h["per_pair"]:
         p(f"{pp['scenario']:28} {fmt(pp['mean_percent'])} " + " ".join(fmt(pp["per_seed"].get(s)) for s in seeds)
-          + f"   {pp['best_weights'][seeds[0]]} ({pp['best_kind'][seeds[0]]})")
-    for label, d in (("over pairs", h["distribution_over_pairs"]), ("over pairs x seeds", h["distribution_over_pair_seeds"])):
+          + f" {fmt(pp['best_measured_mean_percent'])}   {pp['best_weights'][seeds[0]]} ({pp['best_kind'][seeds[0]]})")
+    p("(any: the best vector measured by anything in this run on the pair, mean over seeds; "
+      f"{h['method_rows_above_headroom']} of {h['method_rows']} method rows beat the best-of-{h['vectors_per_pair_seed']})")
+    for label, d in (("over pairs", h["distribution_over_pairs"]), ("over pairs x seeds", h["distribution_over_pair_seeds"]),
+                     ("of 'any' over pairs", h["best_measured_distribution_over_pairs"])):
         if d["n"]:
             p(f"distribution {label} (n={d['n']}): min {d['min']:+.2f}  median {d['median']:+.2f}  "
               f"p90 {d['p90']:+.2f}  max {d['max']:+.2f}  mean {d['mean']:+.2f}")
