@@ -8,9 +8,12 @@ arrival`` (no schedule can beat it: slowdowns are >= 1), which tells a tie at th
 tie above it.
 Also (a'): the same policies on generated trace shapes (``--shapes``: each VC with arrivals
 compressed x0.5; three 1,000-job windows of the Philly list), and per shape Horus / random
-co-location, Horus / the best baseline per (trace, metric) and Horus / FIFO (makespan, mean and
-p95 JCT, queueing delay, utilisation), with the world's source: the share of co-located
-job-seconds whose slowdown came from a measured pair (:mod:`placement.core.world`).
+co-location, Horus / the best baseline per (trace, metric), Horus / FIFO and Horus / Horus with
+random partners (``horus-random-partners``: the same queue, guard, migration and preemption, a
+uniformly random choice among the same candidate GPUs, so the ratio is what the cost function
+adds) (makespan, mean and p95 JCT, queueing delay, utilisation), with the world's source: the
+share of co-located job-seconds whose slowdown came from a measured pair
+(:mod:`placement.core.world`).
 (b) scale: the full Philly job list (82,247 jobs) under Horus: wall time, CPU time and peak RSS
 of this process (``ru_maxrss``, so it also covers part (a) when both run).
 
@@ -37,7 +40,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from placement.core import setup, simulator  # noqa: E402
-from placement.core.policies import DEFAULT_MIGRATION_COST_S, POLICIES, QUEUE_ORDERS, Horus, make_policy  # noqa: E402
+from placement.core.policies import (  # noqa: E402
+    DEFAULT_MIGRATION_COST_S, POLICIES, QUEUE_ORDERS, Horus, HorusRandomPartners, make_policy)
 
 METRICS = ("makespan_s", "mean_jct_s", "p95_jct_s", "mean_queueing_delay_s", "mean_gpu_util_pct")
 #: Baselines Horus is judged against: the strongest per (trace, metric) is "best".
@@ -74,11 +78,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="horus/horus+ decide with the pair interference belief (out-of-family fits of "
                          "placement.core.pair_predictor) or without it (default none)")
     ap.add_argument("--horus-order", choices=list(QUEUE_ORDERS), default=None,
-                    help="queue order of horus and horus+'s look-ahead window (default: the policy's "
-                         "own default); a row 'random-same-order' (random partners, this order) is "
-                         "added so that partner choice is compared apart from queue order")
+                    help="queue order of horus's look-ahead window (default: horus's own, shortest; "
+                         "horus+ keeps its k-means credit order)")
+    ap.add_argument("--horus-las", action="store_true",
+                    help="horus puts Tiresias's least-attained-service levels (3,600 / 36,000 "
+                         "GPU-seconds) before its queue order and preempts as Tiresias does")
     ap.add_argument("--lookahead", type=int, default=None,
-                    help="horus and horus+'s look-ahead window, jobs (default: the policy's own)")
+                    help="horus's look-ahead window, jobs (default: horus's own, 256; horus+ keeps its 64)")
     ap.add_argument("--durations", choices=["estimate", "oracle"], default="estimate",
                     help="what sjf, horus's guard and migration plan with: the estimate known at "
                          "submission (default; Gavel: steps / measured throughput; Philly: history "
@@ -131,15 +137,20 @@ def policy_kwargs(name: str, args: argparse.Namespace) -> dict:
         kw["migrate"] = False
     if args.no_protect and name in ("horus", "horus+"):
         kw["protect_critical"] = False
+    if getattr(args, "horus_las", False) and name == "horus":
+        kw["las_thresholds"] = (3600.0, 36000.0)
     if getattr(args, "lookahead", None) is not None and name == "horus":
         kw["lookahead"] = args.lookahead
-    if name in ("horus", "horus+", SAME_ORDER):
+    if name == "horus":
         kw["queue_order"] = horus_order(args)
+    if name == SAME_ORDER:  # every Horus switch but the belief (it has no cost function to use it)
+        kw = {k: v for k, v in policy_kwargs("horus", args).items() if k != "pair_belief"}
     return kw
 
 
-#: Bench-only row: random partners placed in Horus's queue order (its look-ahead window).
-SAME_ORDER = "random-same-order"
+#: Bench-only row: Horus with random partner choice among its own candidates (its queue order,
+#: window, guard, migration and preemption kept; :class:`HorusRandomPartners`).
+SAME_ORDER = "horus-random-partners"
 
 
 def horus_order(args: argparse.Namespace) -> str:
@@ -151,7 +162,7 @@ def make(name: str, args: argparse.Namespace):
     """The policy object for a row name (a name of POLICIES, or :data:`SAME_ORDER`)."""
     kw = policy_kwargs(name, args)
     if name == SAME_ORDER:
-        return make_policy("random", **kw)
+        return HorusRandomPartners(**kw)
     return make_policy(name, **kw)
 
 
@@ -261,11 +272,12 @@ def main(argv: list[str] | None = None) -> None:
     out["belief"] = args.belief
     out["horus_order"] = horus_order(args)
     out["horus_lookahead"] = args.lookahead or Horus().lookahead
+    out["horus_las"] = args.horus_las
     out["durations"] = args.durations
     out["paper"] = PAPER
     out["world"] = tables.world.describe()
     args.row_policies = list(args.policies)
-    if "random" in args.policies and horus_order(args) != "fifo":
+    if "horus" in args.policies:  # Horus with random partners: isolates its cost function
         args.row_policies.append(SAME_ORDER)
     if not args.scale_only:
         lower_bound = {}
@@ -290,7 +302,7 @@ def main(argv: list[str] | None = None) -> None:
                 "traces": len(names),
                 "horus_order": horus_order(args),
                 **{f"horus_vs_{b}": versus(sub, names, b) for b in ("random", "best", "fifo")},
-                **({"horus_vs_random_same_order": versus(sub, names, SAME_ORDER)}
+                **({"horus_vs_random_partners": versus(sub, names, SAME_ORDER)}
                    if SAME_ORDER in args.row_policies else {}),
                 **({"horus+_vs_best": versus(sub, names, "best", "horus+")} if "horus+" in args.policies else {}),
                 "world_share": {p: world_share([r for r in sub if r["policy"] == p]) for p in args.row_policies},

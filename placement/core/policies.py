@@ -23,6 +23,8 @@ section; we follow the summary in Tandem SPEC section 2). Tiresias = Gu et al., 
 """
 from __future__ import annotations
 
+import bisect
+
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -298,9 +300,12 @@ class Tiresias(Policy):
 
     def __init__(self, thresholds: Sequence[float] = (3600.0, 36000.0)) -> None:
         self.thresholds = np.asarray(sorted(thresholds), dtype=float)
+        self._bounds = tuple(float(t) for t in self.thresholds)  # bisect on floats: ~10x np's per call
 
     def level(self, job_id: int, state: ClusterState) -> int:
-        return int(np.searchsorted(self.thresholds, state.attained.get(job_id, 0.0), side="right"))
+        """Priority queue of ``job_id`` (0 = highest): how many thresholds its attained service
+        (GPU-seconds) has reached."""
+        return bisect.bisect_right(self._bounds, state.attained.get(job_id, 0.0))
 
     def place(self, queue, state, now, rng):
         ordered = sorted(queue, key=lambda j: (self.level(j.job_id, state), j.arrival))
@@ -359,6 +364,9 @@ class Horus(Policy):
       (:class:`placement.core.pair_predictor.OutOfFamilyBelief`); with it the cost gains
       ``w_pair * pair_cost`` (:meth:`pair_cost`), so among occupied GPUs Horus picks the
       partner with the least predicted interference. Never the simulator's world.
+    * ``las_thresholds`` (default none): Tiresias's discretised least-attained-service levels
+      (GPU-seconds, :class:`Tiresias`) put before ``queue_order``, with its preemption; for
+      traces whose duration estimates are poor (duration-agnostic, as Tiresias is).
     * ``protect_critical`` (default on): slack-based protection of the critical path, as in
       critical-path scheduling. A co-location of a job ``N`` (isolated duration ``d``) onto an
       occupied GPU ``g`` delays its residents by at most about the overlap,
@@ -379,9 +387,17 @@ class Horus(Policy):
     def __init__(self, *, k_max: int = 2, lookahead: int = 256, w_mem: float = 1.0, w_util: float = 1.0,
                  w_tasks: float = 1.0, overflow: float = 4.0, migrate: bool = True,
                  protect_critical: bool = True, pair_belief=None, w_pair: float = 1.0,
-                 queue_order: str = "shortest") -> None:
+                 queue_order: str = "shortest", las_thresholds: Sequence[float] | None = None) -> None:
         if k_max < 1 or lookahead < 1:
             raise ValueError("k_max and lookahead must be >= 1")
+        if las_thresholds is not None:
+            t = [float(x) for x in las_thresholds]
+            if not t or not all(np.isfinite(x) and x > 0 for x in t):
+                raise ValueError(f"las_thresholds must be positive GPU-seconds, got {las_thresholds!r}")
+            self.las = Tiresias(thresholds=t)
+            self.preemptive = True
+        else:
+            self.las = None
         self.queue_order = check_queue_order(queue_order)
         if pair_belief is not None and not callable(getattr(pair_belief, "slowdown", None)):
             raise ValueError("pair_belief must have slowdown(job, others, gpu_type) -> float")
@@ -463,7 +479,37 @@ class Horus(Policy):
 
     def place(self, queue, state, now, rng):
         self._work_bound = self.work_bound(queue, state, now) if self.protect_critical else -np.inf
-        return self._place_in_order(self.order(queue, now, rng), state, rng, now=now)
+        ordered = self.order(queue, now, rng)
+        if self.las is not None:  # Tiresias's priority levels first, queue_order within a level
+            ordered = sorted(ordered, key=lambda j: self.las.level(j.job_id, state))
+        return self._place_in_order(ordered, state, rng, now=now)
+
+    def preempt(self, queue, state, now):
+        """With ``las_thresholds``: when the first job of the look-ahead window by (level,
+        ``queue_order``) has no feasible GPUs (:meth:`candidates`: not even a shared one), it
+        suspends jobs of strictly lower-priority levels, most attained service first, if that
+        frees enough idle GPUs for it (Tiresias's rule, :meth:`Tiresias.preempt`); else none."""
+        if self.las is None or not queue or not state.running:
+            return []
+        window = order_window(queue[: self.lookahead], self.queue_order)
+        head = min(window, key=lambda j: self.las.level(j.job_id, state))  # min is stable: order kept
+        self._work_bound = self.work_bound(window, state, now) if self.protect_critical else -np.inf
+        if self.candidates(head, state, now).sum() >= head.num_gpus:
+            return []
+        free = int((state.ntasks == 0).sum())
+        lvl = self.las.level(head.job_id, state)
+        victims = sorted((jid for jid in state.running if self.las.level(jid, state) > lvl),
+                         key=lambda jid: -state.attained.get(jid, 0.0))
+        left = state.ntasks.copy()  # tasks per GPU not yet suspended
+        out: list[int] = []
+        for jid in victims:
+            out.append(jid)
+            for g in state.running[jid][1]:
+                left[g] -= 1
+                free += int(left[g] == 0)  # a GPU is idle once every job on it is suspended
+            if free >= head.num_gpus:
+                return out
+        return []
 
 
 class HorusPlus(Horus):
@@ -496,6 +542,24 @@ class HorusPlus(Horus):
                 groups.append((credit, members))
         groups.sort(key=lambda t: -t[0])
         return [j for _, m in groups for j in sorted(m, key=lambda j: (-j.util, j.arrival))]
+
+
+class HorusRandomPartners(Horus):
+    """Ablation of Horus's cost function: Horus's queue order, window, critical-path guard,
+    migration and (with ``las_thresholds``) preemption, but each job goes to uniformly random
+    GPUs among the candidates Horus would consider (:meth:`Horus.candidates`; idle and shared
+    alike, as :class:`RandomColocation`). Horus / this policy measures what choosing partners
+    by predicted utilisation and memory adds, everything else equal. Not in :data:`POLICIES`
+    (a benchmark's control, not a policy to deploy)."""
+
+    name = "horus-random-partners"
+
+    def _choose(self, job, state, rng, now=0.0):
+        cand = np.flatnonzero(self.candidates(job, state, now))
+        if len(cand) < job.num_gpus:
+            return None
+        gpu_ids = tuple(int(g) for g in rng.choice(cand, size=job.num_gpus, replace=False))
+        return gpu_ids, {"policy": self.name, "candidates": [{"gpu": g} for g in gpu_ids]}
 
 
 def kmeans(x: np.ndarray, k: int, rng: np.random.Generator, iters: int = 20) -> np.ndarray:
@@ -542,15 +606,19 @@ class Gandiva(Policy):
 
 class RandomColocation(Policy):
     """Random co-location: each job, in FIFO order (or ``queue_order``, :data:`QUEUE_ORDERS`,
-    to isolate a co-locating policy's partner choice from its queue order), goes to uniformly
-    random feasible GPUs (memory left, at most ``k_max`` tasks)."""
+    over the ``lookahead`` oldest waiting jobs if set: to isolate a co-locating policy's
+    partner choice from its queue order and window), goes to uniformly random feasible GPUs
+    (memory left, at most ``k_max`` tasks)."""
 
     name = "random"
     exclusive = False
 
-    def __init__(self, *, k_max: int = 2, queue_order: str = "fifo") -> None:
+    def __init__(self, *, k_max: int = 2, queue_order: str = "fifo", lookahead: int | None = None) -> None:
+        if lookahead is not None and lookahead < 1:
+            raise ValueError("lookahead must be >= 1")
         self.k_max = k_max
         self.queue_order = check_queue_order(queue_order)
+        self.queue_window = lookahead
 
     def _choose(self, job, state, rng, now=0.0):
         cand = np.flatnonzero(self.candidates(job, state, now))
@@ -560,7 +628,8 @@ class RandomColocation(Policy):
         return gpu_ids, {"policy": self.name, "candidates": [{"gpu": g} for g in gpu_ids]}
 
     def place(self, queue, state, now, rng):
-        return self._place_in_order(order_window(queue, self.queue_order), state, rng, now=now)
+        window = queue if self.queue_window is None else queue[: self.queue_window]
+        return self._place_in_order(order_window(window, self.queue_order), state, rng, now=now)
 
 
 @dataclass(frozen=True)

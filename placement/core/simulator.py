@@ -164,7 +164,8 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
     modelled.
 
     ``migration_cost_s``: pause (s) charged to every migration (only policies with
-    ``migrates`` migrate). Raises :class:`NeverPlaceableError` (a ``ValueError``) naming every
+    ``migrates`` migrate) and to every restart of a preempted job (checkpoint restore; until
+    3 Dec 2026 preemption was free, which favoured Tiresias). Raises :class:`NeverPlaceableError` (a ``ValueError``) naming every
     job that can never be placed: before the run if fewer than ``num_gpus`` GPUs have its
     memory (:func:`never_placeable`), and during it if the policy leaves jobs queued while
     nothing runs and nothing more will arrive (the state can no longer change, so the run
@@ -344,6 +345,10 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
                 r.gpus, r.last = p.gpu_ids, now
                 if r.start is None:
                     r.start = now
+                elif r.preemptions and migration_cost_s > 0:  # restored from its checkpoint
+                    r.resume_at = now + migration_cost_s
+                    heapq.heappush(heap, (r.resume_at, seq, RESUME, p.job_id, r.migrations))
+                    seq += 1
                 for g in p.gpu_ids:
                     on_gpu[g].append(p.job_id)
                 touched.update(p.gpu_ids)
