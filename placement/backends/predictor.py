@@ -91,9 +91,17 @@ class UtilisationPredictor:
         return Prediction(max(val, 0.0), gpu_type.upper(), target, sources, n)
 
     def leave_one_model_out(self, *, gpu_type: str, target: str = "util_mean_pct") -> dict:
-        """Leave-one-model-out RMSLE and MAE over every model with rows for ``gpu_type``."""
+        """Leave-one-model-out RMSLE, MAE (target units: percentage points, or MiB for
+        ``memory_mib``) and Spearman rank correlation over every model with rows for
+        ``gpu_type``, beside the constant baseline (each fold predicts the median of its
+        training rows: ``const_rmsle``, ``const_mae``) and the Horus paper's RMSLE
+        (``paper_rmsle`` 0.154, Yeung et al., TPDS 2022, section 6). ``NoProfileData`` with
+        fewer than 2 models."""
+        from scipy.stats import spearmanr
+
         X, y, groups, sources = self._data(gpu_type, target)
         pred = np.zeros_like(y)
+        const = np.zeros_like(y)
         names = sorted(set(groups))
         if len(names) < 2:
             raise NoProfileData(f"leave-one-model-out needs >= 2 models for {gpu_type}, have {len(names)}")
@@ -102,7 +110,14 @@ class UtilisationPredictor:
             test = g == name
             m = self._fit(X[~test], y[~test])
             pred[test] = np.expm1(m.predict(X[test]))
+            const[test] = float(np.median(y[~test]))
         pred = np.maximum(pred, 0.0)
-        rmsle = float(np.sqrt(np.mean((np.log1p(pred) - np.log1p(y)) ** 2)))
+
+        def rmsle(p):
+            return float(np.sqrt(np.mean((np.log1p(p) - np.log1p(y)) ** 2)))
+
+        rho = spearmanr(pred, y).statistic if len(set(pred.tolist())) > 1 else float("nan")
         return {"gpu_type": gpu_type.upper(), "target": target, "rows": int(len(y)), "models": len(names),
-                "rmsle": rmsle, "mae": float(np.abs(pred - y).mean()), "sources": sources}
+                "rmsle": rmsle(pred), "mae": float(np.abs(pred - y).mean()), "spearman": float(rho),
+                "const_rmsle": rmsle(const), "const_mae": float(np.abs(const - y).mean()),
+                "paper_rmsle": 0.154, "sources": sources}

@@ -38,7 +38,9 @@ class Command(BaseCommand):
         else:
             for r in out:
                 self.stdout.write(f"{r['gpu_type']}: " + (r.get("error") or
-                                  f"RMSLE {r['rmsle']:.3f}, MAE {r['mae']:.2f} pp over {r['rows']} rows / {r['models']} models"))
+                                  f"RMSLE {r['rmsle']:.3f} (constant {r['const_rmsle']:.3f}, paper "
+                                  f"{r['paper_rmsle']}), MAE {r['mae']:.2f} (constant {r['const_mae']:.2f}), "
+                                  f"Spearman {r['spearman']:.3f} over {r['rows']} rows / {r['models']} models"))
 
     def _pairs(self, o):
         import csv
