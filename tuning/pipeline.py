@@ -142,7 +142,9 @@ def budget_plan(costs: list[float], trials: int, minimum: int) -> dict[str, Any]
     """Spread ``trials`` over tasks of cost ``costs`` (task weight x FLOPs, one per task): each
     task gets ``minimum`` trials, the rest in proportion to its cost (largest remainders). When
     ``trials < len(costs) * minimum`` the plan is ``short``: only ``trials // minimum`` tasks (the
-    costliest) can get their minimum, and ``warning`` says so with the numbers. Returns
+    costliest) can get their minimum, the next one the remainder, and ``warning`` says so with
+    the numbers (the share of weighted FLOPs with no trial, as the summary's
+    ``untuned_flop_share``). Returns
     ``{"per_task": [int, ...], "needed": int, "short": bool, "warning": str | None}``; ``ValueError``
     for ``minimum < 1`` or a negative cost."""
     if minimum < 1:
@@ -159,11 +161,14 @@ def budget_plan(costs: list[float], trials: int, minimum: int) -> dict[str, Any]
         if trials % minimum and trials // minimum < n:
             per[order[trials // minimum]] = trials % minimum
         covered = sum(1 for x in per if x >= minimum)
-        share = sum(costs[i] for i in range(n) if per[i] < minimum) / (sum(costs) or 1.0)
+        partial = [x for x in per if 0 < x < minimum]
+        total = sum(costs) or 1.0
+        untuned = sum(costs[i] for i in range(n) if per[i] == 0) / total
+        part = f" and {partial[0]} trials to 1 more" if partial else ""
         return {"per_task": per, "needed": needed, "short": True,
-                "warning": f"a budget of {trials} trials covers {covered} of {n} tasks at {minimum} trials each; "
-                           f"{needed} trials are needed to tune every task ({share:.0%} of the model's weighted "
-                           f"FLOPs would stay untuned)"}
+                "warning": f"a budget of {trials} trials gives {minimum} trials each to {covered} of {n} tasks{part}; "
+                           f"{needed} trials are needed to tune every task ({untuned:.0%} of the model's weighted "
+                           f"FLOPs would get no trial)"}
     extra = trials - needed
     total = sum(costs) or 1.0
     exact = [extra * c / total for c in costs]

@@ -34,14 +34,18 @@ def queue_for_parameters(parameters: dict[str, Any]) -> str:
 
 def resolve_onnx(ref: str) -> Path:
     """An ONNX reference: an upload id (``uploads/<sha256>.onnx`` under the tuning root) or a
-    path relative to ``settings.DATA_DIR``. Raises ``FileNotFoundError``."""
+    file under ``settings.DATA_DIR``, given relative to it (``onnx-light-models/x.onnx``), or
+    as a path from the working directory or absolute (``data/onnx-light-models/x.onnx``).
+    Raises ``FileNotFoundError`` for anything else (a file outside ``DATA_DIR`` too)."""
     root = tuning_root() / "uploads"
-    candidates = [root / f"{ref}.onnx", Path(settings.DATA_DIR) / ref]
-    for c in candidates:
+    data = Path(settings.DATA_DIR).resolve()
+    for c in (root / f"{ref}.onnx", data / ref, Path(ref)):
         c = c.resolve()
-        if c.is_file() and (c.is_relative_to(Path(settings.DATA_DIR).resolve()) or c.is_relative_to(root.resolve())):
+        if c.is_file() and (c.is_relative_to(data) or c.is_relative_to(root.resolve())):
             return c
-    raise FileNotFoundError(f"no ONNX model {ref!r} (an upload id or a path under data/)")
+    # one message whether or not a file exists elsewhere: an API caller learns nothing of the disk
+    raise FileNotFoundError(f"no ONNX model {ref!r}: give an upload id or a file under the data folder "
+                            "(relative to it, or a path that leads into it, e.g. data/...)")
 
 
 def onnx_upload_store(*, data: bytes) -> dict[str, Any]:

@@ -59,6 +59,12 @@ def test_budget_plan_too_small_warns_with_the_numbers():
     plan = budget_plan(costs, 64, 32)
     assert plan["short"] and plan["needed"] == 188 * 32
     assert [i for i, x in enumerate(plan["per_task"]) if x] == [186, 187]
-    assert "covers 2 of 188 tasks" in plan["warning"] and "6016 trials are needed" in plan["warning"]
+    assert "gives 32 trials each to 2 of 188 tasks" in plan["warning"] and "6016 trials are needed" in plan["warning"]
+    # fewer trials than one task's minimum: the costliest gets them all, and the warning counts
+    # only the task left with no trial as untuned (1 of 4 weighted FLOPs), as the summary does
+    small = budget_plan([3.0, 1.0], 16, 64)
+    assert small["per_task"] == [16, 0]
+    assert "gives 64 trials each to 0 of 2 tasks and 16 trials to 1 more" in small["warning"]
+    assert "(25% of the model's weighted FLOPs would get no trial)" in small["warning"]
     with pytest.raises(ValueError):
         budget_plan([1.0], 10, 0)

@@ -85,7 +85,7 @@ class Command(BaseCommand):
 
         src = parser.add_mutually_exclusive_group(required=True)
         src.add_argument("--model", help="torchvision name (resnet18), transformers:<Config>, or mlp/matmul/convnet")
-        src.add_argument("--onnx", help="ONNX path under data/ or an upload id")
+        src.add_argument("--onnx", help="ONNX file under data/ (relative to data/ or a path into it) or an upload id")
         src.add_argument("--resume", type=int, metavar="EXPERIMENT_ID", help="continue a tuning experiment from its database")
         parser.add_argument("--input-shape", help="comma-separated, e.g. 1,3,224,224")
         parser.add_argument("--target", default="llvm", choices=["llvm", "cuda"])
