@@ -96,20 +96,23 @@ def fmt(x, width=7):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--policy", default=str(SHIPPED_POLICY))
-    ap.add_argument("--train", type=int, default=0, help="train a fresh policy with this many steps instead "
-                    "(episodes of the first budget minus one steps)")
-    ap.add_argument("--eval-seed", type=int, default=5, help="scenario seed of the unseen set (training used 0)")
-    ap.add_argument("--test-setups", type=int, default=4)
-    ap.add_argument("--test-workloads", type=int, default=3)
-    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--policy", default=str(SHIPPED_POLICY),
+                    help="saved PPO policy to evaluate (default: the shipped one)")
+    ap.add_argument("--train", type=int, default=0, help="train a fresh policy with this many steps (64..1000000) "
+                    "instead of loading --policy (episodes of the first budget minus one steps; 0: do not train)")
+    ap.add_argument("--eval-seed", type=int, default=5, help="scenario seed of the unseen set (>= 0; training used 0)")
+    ap.add_argument("--test-setups", type=int, default=4, help="unseen cluster setups (>= 1; default 4)")
+    ap.add_argument("--test-workloads", type=int, default=3, help="unseen workloads per setup (>= 1; default 3)")
+    ap.add_argument("--seeds", default="0,1,2", help="comma-separated evaluation seeds (default 0,1,2)")
     ap.add_argument("--budgets", default="10,20,50", help="comma-separated step budgets (each 2..100)")
     ap.add_argument("--budget", type=int, default=None, help="one budget (overrides --budgets)")
     ap.add_argument("--headroom-vectors", type=int, default=DEFAULT_HEADROOM_VECTORS,
                     help="weight vectors per (pair, seed) for the headroom (>= 1; default 300)")
     ap.add_argument("--headroom-seed", type=int, default=0, help="seed of the Sobol part of the headroom set")
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "out" / "rlweights.csv"))
-    ap.add_argument("--headroom-out", default=str(Path(__file__).resolve().parent / "out" / "rlweights_headroom.csv"))
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "out" / "rlweights.csv"),
+                    help="per-(method, pair, seed, budget) CSV (default bench/out/rlweights.csv)")
+    ap.add_argument("--headroom-out", default=str(Path(__file__).resolve().parent / "out" / "rlweights_headroom.csv"),
+                    help="per-(pair, seed) headroom CSV (default bench/out/rlweights_headroom.csv)")
     a = ap.parse_args()
     seeds = int_list(ap, a.seeds, "--seeds", 0, 2**31 - 1)
     budgets = [a.budget] if a.budget is not None else int_list(ap, a.budgets, "--budgets", 2, 100)
@@ -120,6 +123,14 @@ def main() -> None:
                  "vectors against equal weights, which are the first of them)")
     if a.train and not 64 <= a.train <= 1_000_000:
         ap.error("--train must be in 64..1000000 steps")
+    if a.test_setups < 1 or a.test_workloads < 1:
+        ap.error(f"--test-setups and --test-workloads must be >= 1, got {a.test_setups} and {a.test_workloads}")
+    if a.eval_seed < 0 or a.headroom_seed < 0:
+        ap.error(f"--eval-seed and --headroom-seed must be >= 0, got {a.eval_seed} and {a.headroom_seed}")
+    if len(set(budgets)) != len(budgets):
+        ap.error(f"--budgets names a budget twice: {a.budgets!r}")
+    if not a.train and not Path(a.policy).exists() and not Path(a.policy + ".zip").exists():
+        ap.error(f"--policy {a.policy}: no such file")
     out_csv = check_out_path(ap, a.out)
     hr_csv = check_out_path(ap, a.headroom_out, "--headroom-out")
 

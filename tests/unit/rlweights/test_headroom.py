@@ -187,3 +187,17 @@ def test_bench_refuses_zero_headroom_vectors():
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 2
     assert "--headroom-vectors must be >= 1, got 0" in p.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--test-setups", "0"], "--test-setups and --test-workloads must be >= 1, got 0 and 3"),
+    (["--eval-seed", "-1"], "--eval-seed and --headroom-seed must be >= 0, got -1 and 0"),
+    (["--budgets", "10,10"], "--budgets names a budget twice: '10,10'"),
+    (["--policy", "/nonexistent/policy"], "--policy /nonexistent/policy: no such file"),
+])
+def test_bench_refuses_bad_arguments_before_writing_anything(tmp_path, args, message):
+    out, hr = tmp_path / "rows.csv", tmp_path / "headroom.csv"
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "rlweights.py"), *args, "--out", str(out),
+                        "--headroom-out", str(hr)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and message in p.stderr
+    assert not out.exists() and not hr.exists()
