@@ -347,7 +347,7 @@ class Horus(Policy):
     hardest to pack go first) with a look-ahead window; the default here is ``"shortest"``
     (shortest estimated job first, ties by higher utilisation) over a window of 256: on the
     bench's Gavel, dense and Philly traces the paper's order with a 32-job window left Horus's
-    mean JCT 1.27-1.90x the best baseline's (SJF's), the shortest order over 256 jobs 0.998-1.012x
+    mean JCT 1.27-1.90x the best baseline's (SJF's), the shortest order over 256 jobs 0.996-1.012x
     on Gavel and dense (docs/engines/placement.md). Without an estimate the order is by
     ``duration`` (live placement: the job's step count, a proxy).
 
