@@ -266,6 +266,16 @@ def _fewest_nodes(state: ClusterState, cand: np.ndarray, cost: np.ndarray, g: in
     return None
 
 
+def _random_choice(policy: Policy, job: JobSpec, state: ClusterState, rng: np.random.Generator, now: float):
+    """``job.num_gpus`` GPUs drawn uniformly without replacement from ``policy``'s candidates
+    (:meth:`Policy.candidates`), with the explanation; None if too few candidates."""
+    cand = np.flatnonzero(policy.candidates(job, state, now))
+    if len(cand) < job.num_gpus:
+        return None
+    gpu_ids = tuple(int(g) for g in rng.choice(cand, size=job.num_gpus, replace=False))
+    return gpu_ids, {"policy": policy.name, "candidates": [{"gpu": g} for g in gpu_ids]}
+
+
 class FIFOExclusive(Policy):
     """FIFO with exclusive GPUs and head-of-line blocking (YARN capacity-scheduler style)."""
 
@@ -555,11 +565,7 @@ class HorusRandomPartners(Horus):
     name = "horus-random-partners"
 
     def _choose(self, job, state, rng, now=0.0):
-        cand = np.flatnonzero(self.candidates(job, state, now))
-        if len(cand) < job.num_gpus:
-            return None
-        gpu_ids = tuple(int(g) for g in rng.choice(cand, size=job.num_gpus, replace=False))
-        return gpu_ids, {"policy": self.name, "candidates": [{"gpu": g} for g in gpu_ids]}
+        return _random_choice(self, job, state, rng, now)
 
 
 def kmeans(x: np.ndarray, k: int, rng: np.random.Generator, iters: int = 20) -> np.ndarray:
@@ -621,11 +627,7 @@ class RandomColocation(Policy):
         self.queue_window = lookahead
 
     def _choose(self, job, state, rng, now=0.0):
-        cand = np.flatnonzero(self.candidates(job, state, now))
-        if len(cand) < job.num_gpus:
-            return None
-        gpu_ids = tuple(int(g) for g in rng.choice(cand, size=job.num_gpus, replace=False))
-        return gpu_ids, {"policy": self.name, "candidates": [{"gpu": g} for g in gpu_ids]}
+        return _random_choice(self, job, state, rng, now)
 
     def place(self, queue, state, now, rng):
         window = queue if self.queue_window is None else queue[: self.queue_window]
