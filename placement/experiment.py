@@ -24,9 +24,12 @@ from .pipeline import TIRESIAS_TO_TORCHVISION, predicted_profile  # noqa: F401  
 
 class SimulationParams(serializers.Serializer):
     trace = serializers.CharField(default="gavel:2869ce")
-    policies = serializers.ListField(child=serializers.ChoiceField(choices=list(POLICIES)), min_length=1,
-                                     default=lambda: ["fifo", "gandiva", "horus"])
-    cluster = serializers.RegexField(r"^(\d+x\d+)?$", required=False, allow_blank=True, default="")
+    policies = serializers.ListField(
+        child=serializers.ChoiceField(choices=list(POLICIES), error_messages={
+            "invalid_choice": f'"{{input}}" is not a policy; known: {", ".join(POLICIES)}'}),
+        min_length=1, default=lambda: ["fifo", "gandiva", "horus"])
+    cluster = serializers.RegexField(r"^(\d+x\d+)?$", required=False, allow_blank=True, default="", error_messages={
+        "invalid": "cluster must be NxG (nodes x GPUs per node, e.g. 16x8), or empty for a cluster shaped like the trace"})
     seed = serializers.IntegerField(min_value=0, default=0)
     limit = serializers.IntegerField(min_value=0, default=0)
 

@@ -24,6 +24,9 @@ class Command(BaseCommand):
             return self._pairs(o)
         from placement.backends.predictor import NoProfileData, UtilisationPredictor
         from placement.services import _tables, profile_rows_all
+        from webapp.management.migrated import require_migrated
+
+        require_migrated()  # profile rows from the database join the shipped ones
 
         rows = profile_rows_all()
         pred = UtilisationPredictor(rows, _tables()[1])

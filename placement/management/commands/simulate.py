@@ -28,7 +28,7 @@ class Command(BaseCommand):
         ser = SimulationParams(data={"trace": o["trace"], "policies": o["policies"].split(","), "cluster": o["cluster"],
                                      "seed": o["seed"], "limit": o["limit"]})
         if not ser.is_valid():
-            raise CommandError(json.dumps(ser.errors))
+            raise CommandError("; ".join(f"--{field}: {msg}" for field, msg in _flat(ser.errors)))
         params = dict(ser.validated_data)
         bar = tqdm(total=100, desc="simulate", disable=o["json"])
 
@@ -48,3 +48,16 @@ class Command(BaseCommand):
                                           "policies": {k: v["summary"] for k, v in result["policies"].items()}}))
         else:
             self.stdout.write(comparison_table(result))
+
+
+def _flat(errors, field: str | None = None):
+    """(field, message) pairs of a DRF ``errors`` structure (dicts by field or list index,
+    lists of messages); a list item's index is dropped (``--policies: "x" is not a policy``)."""
+    if isinstance(errors, dict):
+        for k, v in errors.items():
+            yield from _flat(v, field if isinstance(k, int) or str(k).isdigit() else (field or str(k)))
+    elif isinstance(errors, (list, tuple)):
+        for v in errors:
+            yield from _flat(v, field)
+    else:
+        yield field or "error", str(errors)

@@ -130,3 +130,21 @@ def test_headline_is_horus_against_the_strongest_other_policy():
     assert h.ratio == pytest.approx(3600 / 5400) and h.verdict == "better"
     assert "75% of co-located time from measured pairs" in h.note
     assert simulation_headline(SimpleNamespace(parameters={}, result={"policies": {"fifo": pol(1.0)}})) is None
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--policies", "fifo,bogus"], '--policies: "bogus" is not a policy; known: fifo, sjf, tiresias, gandiva'),
+    (["--cluster", "abc"], "--cluster: cluster must be NxG (nodes x GPUs per node, e.g. 16x8)"),
+    (["--seed", "-1", "--limit", "-2"], "--seed: Ensure this value is greater than or equal to 0.; --limit:"),
+])
+def test_simulate_command_names_the_option_and_what_it_accepts(args, message):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match=re.escape(message)):
+        call_command("simulate", *args, "--json")
+
+
+def test_the_api_serializer_lists_the_known_policies():
+    s = SimulationParams(data={"policies": ["horus", "nope"]})
+    assert not s.is_valid()
+    assert s.errors["policies"][1] == ['"nope" is not a policy; known: fifo, sjf, tiresias, gandiva, horus, horus+, random']

@@ -123,6 +123,9 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         from tuning.api import TuningParameters
         from tuning.experiment import tuning_experiment_run
+        from webapp.management.migrated import require_migrated
+
+        require_migrated()
 
         if opts["resume"] is not None:
             try:
