@@ -129,8 +129,11 @@ def main() -> None:
         ap.error(f"--eval-seed and --headroom-seed must be >= 0, got {a.eval_seed} and {a.headroom_seed}")
     if len(set(budgets)) != len(budgets):
         ap.error(f"--budgets names a budget twice: {a.budgets!r}")
-    if not a.train and not Path(a.policy).exists() and not Path(a.policy + ".zip").exists():
-        ap.error(f"--policy {a.policy}: no such file")
+    if not a.train:  # the two files load_policy reads: POLICY.zip and POLICY.json
+        stem = Path(a.policy).with_suffix("") if a.policy.endswith(".zip") else Path(a.policy)
+        missing = [str(f) for f in (Path(f"{stem}.zip"), Path(f"{stem}.json")) if not f.is_file()]
+        if missing:
+            ap.error(f"--policy {a.policy}: not a saved policy (missing {', '.join(missing)})")
     out_csv = check_out_path(ap, a.out)
     hr_csv = check_out_path(ap, a.headroom_out, "--headroom-out")
 

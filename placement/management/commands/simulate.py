@@ -28,7 +28,8 @@ class Command(BaseCommand):
         ser = SimulationParams(data={"trace": o["trace"], "policies": o["policies"].split(","), "cluster": o["cluster"],
                                      "seed": o["seed"], "limit": o["limit"]})
         if not ser.is_valid():
-            raise CommandError("; ".join(f"--{field}: {msg}" for field, msg in _flat(ser.errors)))
+            lines = dict.fromkeys(f"--{field}: {msg}" for field, msg in _flat(ser.errors))  # each once
+            raise CommandError("; ".join(lines))
         params = dict(ser.validated_data)
         bar = tqdm(total=100, desc="simulate", disable=o["json"])
 

@@ -193,7 +193,9 @@ def test_bench_refuses_zero_headroom_vectors():
     (["--test-setups", "0"], "--test-setups and --test-workloads must be >= 1, got 0 and 3"),
     (["--eval-seed", "-1"], "--eval-seed and --headroom-seed must be >= 0, got -1 and 0"),
     (["--budgets", "10,10"], "--budgets names a budget twice: '10,10'"),
-    (["--policy", "/nonexistent/policy"], "--policy /nonexistent/policy: no such file"),
+    (["--policy", "/nonexistent/policy"], "--policy /nonexistent/policy: not a saved policy (missing "
+                                           "/nonexistent/policy.zip, /nonexistent/policy.json)"),
+    (["--policy", "/etc/hostname"], "--policy /etc/hostname: not a saved policy (missing /etc/hostname.zip"),
 ])
 def test_bench_refuses_bad_arguments_before_writing_anything(tmp_path, args, message):
     out, hr = tmp_path / "rows.csv", tmp_path / "headroom.csv"
