@@ -41,9 +41,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._args import check_out_path, write_csv_rows  # noqa: E402
-from rlweights.backends.compare import compare, summarise, versus  # noqa: E402
-from rlweights.backends.pipeline import SHIPPED_POLICY, LearnParams, build_scenarios  # noqa: E402
-from rlweights.backends.sb3 import PPOConfig, load_policy, save_policy, train_ppo  # noqa: E402
+from rlweights import pipeline  # noqa: E402
+from rlweights.compare import versus  # noqa: E402
 from rlweights.core.env import WeightLearningEnv  # noqa: E402
 from rlweights.core.headroom import DEFAULT_HEADROOM_VECTORS, distribution, headroom  # noqa: E402
 
@@ -96,7 +95,7 @@ def fmt(x, width=7):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--policy", default=str(SHIPPED_POLICY),
+    ap.add_argument("--policy", default=str(pipeline.SHIPPED_POLICY),
                     help="saved PPO policy to evaluate (default: the shipped one)")
     ap.add_argument("--train", type=int, default=0, help="train a fresh policy with this many steps (64..1000000) "
                     "instead of loading --policy (episodes of the first budget minus one steps; 0: do not train)")
@@ -137,19 +136,18 @@ def main() -> None:
     out_csv = check_out_path(ap, a.out)
     hr_csv = check_out_path(ap, a.headroom_out, "--headroom-out")
 
-    if a.train:
-        train, _ = build_scenarios(LearnParams(seed=0))
-        b = budgets[0]
-        cfg = PPOConfig(total_timesteps=a.train, steps=b - 1, n_steps=8 * (b - 1),
-                        batch_size=8 * (b - 1) * 4 // 3, seed=0)
-        model, _, train_wall = train_ppo(train, cfg)
-        save_policy(model, out_csv.with_name("rlweights_policy"), cfg, extra={"train_wall_s": train_wall})
-        cfg_dict = cfg.__dict__
+    policy = a.policy
+    if a.train:  # the product's training (rlweights.pipeline.train), at the first budget
+        learn = pipeline.LearnParams(mode="train", timesteps=a.train, budget=budgets[0], seed=0)
+        train_set, _ = pipeline.build_scenarios(learn)
+        policy = str(out_csv.with_name("rlweights_policy"))
+        _, _, _, train_wall = pipeline.train(learn, train_set, save_to=policy)
     else:
-        model, meta = load_policy(a.policy)
-        cfg_dict = meta["config"]
-        train_wall = meta.get("train_wall_s")
-    _, test = build_scenarios(LearnParams(seed=a.eval_seed, test_setups=a.test_setups, test_workloads=a.test_workloads))
+        train_wall = None
+    # the unseen set the pipeline evaluates with these parameters (same names: shared caches)
+    evaluate = {"mode": "evaluate", "policy": policy, "seed": a.eval_seed, "test_setups": a.test_setups,
+                "test_workloads": a.test_workloads, "eval_seeds": seeds}
+    _, test = pipeline.build_scenarios(pipeline.LearnParams(**evaluate))
     sps, sps_cpu = env_steps_per_second(test)
     for sc in test:
         sc._cache.clear()
@@ -181,10 +179,12 @@ def main() -> None:
     # the methods at each budget
     all_rows, by_budget = [], {}
     for b in budgets:
-        t = time.perf_counter()
-        rows = compare(test, b, seeds, model, cfg_dict, caches=caches)
-        wall = time.perf_counter() - t
-        s = summarise(rows)
+        run = pipeline.run({**evaluate, "budget": b}, caches=caches)
+        wall = run["compare_wall_s"]
+        rows = run["rows"]
+        if train_wall is None:
+            train_wall = run["policy_train_wall_s"]
+        s = run["summary"]
         measured = [r for r in rows if not r.get("skipped")]
         methods = sorted({r["method"] for r in measured})
         mean_hr = np.mean([hr_by_key[(r["scenario"], r["seed"])] for r in measured if r["method"] == "equal"])

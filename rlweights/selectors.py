@@ -31,3 +31,12 @@ def learning_curve(*, experiment: Experiment) -> list[dict]:
 def weight_steps(*, experiment: Experiment) -> list[dict]:
     """The PPO experiment's steps on the first unseen scenario: ``step``, ``weights``, ``metric_s``."""
     return list(WeightStep.objects.filter(experiment=experiment, method="ppo").values("scenario", "step", "weights", "metric_s"))
+
+
+def cluster_nodes(*, cluster_id: int) -> dict:
+    """A registered cluster as plain data for :class:`rlweights.pipeline.LearnParams` (``cluster``); raises ``Cluster.DoesNotExist``."""
+    from webapp.models import Cluster
+
+    c = Cluster.objects.get(pk=cluster_id)
+    return {"name": c.name, "nodes": [{"name": n.name, "cpu_cores": n.cpu_cores, "memory_mib": n.memory_mib,
+                                       "labels": n.labels, "taints": n.taints} for n in c.nodes.all()]}

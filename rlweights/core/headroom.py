@@ -106,7 +106,7 @@ class Headroom:
     row in :func:`headroom_vectors` and block; ``headroom_percent``:
     ``100 * (equal_metric - best_metric) / equal_metric`` (>= 0), or ``None`` with ``skipped``
     giving the reason when the equal-weights metric is not positive (an empty window: no
-    improvement is defined, as in :func:`rlweights.backends.compare.compare`); ``n_vectors``:
+    improvement is defined, as in :func:`rlweights.compare.compare`); ``n_vectors``:
     vectors measured."""
 
     scenario: str

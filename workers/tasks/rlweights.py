@@ -2,4 +2,4 @@
 
 Weight-learning experiments need no task of their own: they run through the platform task
 ``tandem.run_experiment`` on the ``cpu`` queue, which calls the registered runner
-:func:`rlweights.services.weight_learning_run`."""
+:func:`rlweights.experiment.weight_learning_run`."""

@@ -3,7 +3,7 @@ compare with the baselines on unseen setups and workloads, with a progress bar a
 from __future__ import annotations
 
 import json
-from dataclasses import fields
+from dataclasses import asdict
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
@@ -15,7 +15,7 @@ class Command(BaseCommand):
             "kube-scheduler defaults, random search, Optuna TPE and hill climbing on unseen setups and workloads.")
 
     def add_arguments(self, parser):
-        from rlweights.backends.pipeline import LearnParams
+        from rlweights.pipeline import LearnParams
 
         d = LearnParams()
         parser.add_argument("--mode", choices=["train", "evaluate"], default="train")
@@ -41,16 +41,17 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
 
     def handle(self, *args, **o):
-        from rlweights.backends.pipeline import LearnParams, run_learning
+        from rlweights import pipeline
 
         try:
             seeds = [int(x) for x in str(o["eval_seeds"]).split(",") if x.strip()]
         except ValueError:
             raise CommandError("--eval-seeds must be comma-separated integers") from None
-        p = LearnParams(mode=o["mode"], timesteps=o["timesteps"], budget=o["budget"], train_setups=o["train_setups"],
-                        train_workloads=o["train_workloads"], test_setups=o["test_setups"],
-                        test_workloads=o["test_workloads"], window_s=o["window"], metric=o["metric"], seed=o["seed"],
-                        eval_seeds=seeds, azure_sample=o["azure_sample"], azure_speedup=o["azure_speedup"], policy=o["policy"], reward=o["reward"])
+        p = pipeline.LearnParams(
+            mode=o["mode"], timesteps=o["timesteps"], budget=o["budget"], train_setups=o["train_setups"],
+            train_workloads=o["train_workloads"], test_setups=o["test_setups"], test_workloads=o["test_workloads"],
+            window_s=o["window"], metric=o["metric"], seed=o["seed"], eval_seeds=seeds, azure_sample=o["azure_sample"],
+            azure_speedup=o["azure_speedup"], policy=o["policy"], reward=o["reward"])
         try:
             p.validate()
         except ValueError as err:
@@ -64,7 +65,7 @@ class Command(BaseCommand):
             bar.refresh()
 
         try:
-            result = run_learning(p, progress=progress, save_to=o["save"] or None)
+            result = pipeline.run(asdict(p), report=progress, save_to=o["save"] or None)
         except FileNotFoundError as err:
             raise CommandError(f"policy not found: {err}") from None
         finally:
@@ -105,7 +106,7 @@ class Command(BaseCommand):
         from rlweights.services import weight_learning_store
 
         exp = Experiment.objects.create(owner=user, kind="weight-learning", name="learn_weights",
-                                        parameters={f.name: getattr(p, f.name) for f in fields(p)})
+                                        parameters=asdict(p))
         exp.transition_to(State.RUNNING)
         exp.transition_to(State.SUCCEEDED)
         exp.result, exp.progress = result, 100

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from rlweights import figures
-from rlweights.backends.compare import summarise
-from rlweights.backends.pipeline import SHIPPED_POLICY, LearnParams
+from rlweights.compare import summarise
+from rlweights.pipeline import SHIPPED_POLICY, LearnParams
 from rlweights.backends.sb3 import PPOConfig, load_policy, make_vec_env, policy_experiment, save_policy, train_ppo
 
 

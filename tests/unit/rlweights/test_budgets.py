@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rlweights.backends import tpe
-from rlweights.backends.compare import METHODS
+from rlweights.compare import METHODS
 
 
 class Quadratic:

@@ -5,7 +5,7 @@ ZeroDivisionError)."""
 import numpy as np
 import pytest
 
-from rlweights.backends.compare import compare, summarise
+from rlweights.compare import compare, summarise
 from rlweights.core.cluster import ClusterSetup
 from rlweights.core.env import SimScenario
 from rlweights.core.scheduler import SCORE_PLUGINS, ClusterState, Node, Pod, Scheduler, SpreadConstraint

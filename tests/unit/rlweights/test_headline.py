@@ -1,7 +1,7 @@
 """The weight-learning headline: PPO against the best same-budget baseline, from the summary."""
 from types import SimpleNamespace
 
-from rlweights.headline import weight_learning_headline
+from rlweights.experiment import weight_learning_headline
 
 
 def test_headline_from_summary():

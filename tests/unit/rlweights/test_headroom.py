@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlweights.backends.compare import compare, versus
+from rlweights.compare import compare, versus
 from rlweights.core.cluster import ClusterSetup, cluster_setups
 from rlweights.core.env import SimScenario
 from rlweights.core.headroom import Headroom, distribution, headroom, headroom_vectors, vector_kind

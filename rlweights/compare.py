@@ -11,7 +11,7 @@ import numpy as np
 from rlweights.core.baselines import BASELINES, best_of
 from rlweights.core.env import Scenario, SimScenario
 
-from .tpe import tpe_search
+from .backends.tpe import tpe_search
 
 METHODS = {**BASELINES, "tpe": tpe_search}
 
@@ -33,7 +33,7 @@ def compare(scenarios: Sequence[Scenario], budget: int, seeds: Sequence[int], mo
     invocation could be served) has no defined improvement: it gets a single row per seed with
     ``method = "equal"``, ``improvement_vs_equal_percent = None`` and ``skipped`` giving the
     reason, and no method is run on it. :func:`summarise` leaves such rows out and counts them."""
-    from .sb3 import policy_experiment
+    from .backends.sb3 import policy_experiment
 
     rows = []
     total = len(scenarios) * len(seeds)

@@ -1,17 +1,28 @@
-"""The weight-learning experiment end to end, without Django: build the training and unseen
-evaluation scenarios, train PPO (or load a saved policy), compare it with the baselines on the
-unseen scenarios with the same step budget and seeds, and export the learned weights.
+"""The rlweights engine's Django-free pipeline (engine plug, :mod:`webapp.plug`): the
+weight-learning experiment end to end. Build the training and unseen evaluation scenarios, train
+PPO (or load a saved policy), compare it with the baselines on the unseen scenarios with the same
+step budget and seeds, and export the learned weights.
 
-Used by the ``weight-learning`` experiment kind, ``manage.py learn_weights``, the demo step and
-``bench/rlweights.py``. Unseen means: cluster setups sampled with other seeds from the PAI
-machine table, and workloads generated with other seeds (other function profiles and arrivals).
+``run(params, *, report, record, resume=None, save_to=None, caches=None) -> dict`` is called by
+the ``weight-learning`` experiment kind (through :func:`webapp.experiments.run_pipeline`),
+``manage.py learn_weights``, the demo step and ``bench/rlweights.py``. Unseen means: cluster
+setups sampled with other seeds from the PAI machine table, and workloads generated with other
+seeds (other function profiles and arrivals).
+
+Recorded tables: ``"curve"`` (one row per learning-curve point, as soon as training ends) and
+``"comparison"`` (one row per unseen scenario as soon as every method has been measured on it:
+``{"scenario", "key", "rows"}``, ``rows`` as :func:`rlweights.compare.compare` gives them). On a
+rerun of an ``evaluate`` run with ``resume={"comparison": rows}``, a scenario whose row has the
+same ``key`` (the parameters that determine it) is not measured again. A ``train`` run trains
+again: the policy is not recorded, and rows measured with another training run's policy would
+not be comparable.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -21,8 +32,9 @@ from rlweights.core.export import kube_scheduler_config_yaml, volcano_scheduler_
 from rlweights.core.scheduler import SCORE_PLUGIN_NAMES, Node, Taint
 from rlweights.core.simulator import SimConfig
 from rlweights.core.workload import azure_sample_workload, workloads
+from webapp.plug import Record, Report, no_report
 
-SHIPPED_POLICY = Path(__file__).resolve().parents[2] / "data" / "rlweights" / "policy"
+SHIPPED_POLICY = Path(__file__).resolve().parents[1] / "data" / "rlweights" / "policy"
 
 
 @dataclass
@@ -121,65 +133,108 @@ def build_scenarios(p: LearnParams):
     return train, test
 
 
-def run_learning(p: LearnParams, progress: Callable[[float, str], None] | None = None, save_to: str | Path | None = None) -> dict:
-    """Run the experiment; returns a JSON-serialisable summary: ``curve`` (learning curve),
-    ``rows`` (per scenario, seed and method), ``summary`` (see
-    :func:`rlweights.backends.compare.summarise`), ``ppo_steps`` (weights the policy chose per
-    step on the first unseen scenario), ``learned_weights`` with their
-    ``kube_scheduler_configuration`` and ``volcano_scheduler_conf`` YAML, timings.
+def _comparison_key(p: LearnParams) -> dict:
+    """The parameters that determine one scenario's comparison rows in evaluate mode."""
+    return {k: v for k, v in asdict(p).items() if k not in ("train_setups", "train_workloads", "timesteps", "reward")}
 
-    ``progress(percent, message)`` is called along the way (it may raise to cancel).
-    Raises ``ValueError`` for bad parameters, ``FileNotFoundError`` for a missing policy."""
+
+def train(p: LearnParams, train_scenarios: Sequence[SimScenario], *, report: Report = no_report,
+          save_to: str | Path | None = None):
+    """Train PPO on ``train_scenarios`` with the product's hyperparameters for ``p`` (episodes of
+    ``budget - 1`` steps, ``n_steps = 8 (budget - 1)`` per environment, 4 environments, batch
+    ``n_steps x 4 / 3``; :class:`rlweights.backends.sb3.PPOConfig` for the rest). Reports
+    progress 1..70 %. Saves the policy to ``save_to`` (``.zip`` + ``.json``) when given.
+    Returns ``(model, config dict, curve, train wall seconds)``."""
+    from .backends.sb3 import PPOConfig, save_policy, train_ppo
+
+    cfg = PPOConfig(total_timesteps=p.timesteps, steps=p.budget - 1, n_stack=p.n_stack, w_min=p.w_min,
+                    w_max=p.w_max, seed=p.seed, reward=p.reward)
+    cfg.n_steps = 8 * (p.budget - 1)
+    cfg.batch_size = cfg.n_steps * cfg.n_envs // 3
+    report(1, f"training PPO on {len(train_scenarios)} (setup, workload) pairs")
+    model, curve, train_wall = train_ppo(
+        train_scenarios, cfg, progress=lambda done, total, c: report(1 + 69 * done / total, f"PPO {done}/{total} steps"))
+    if save_to:
+        save_policy(model, save_to, cfg, extra={"params": asdict(p), "train_wall_s": train_wall,
+                                                "train_scenarios": [s.name for s in train_scenarios]})
+    return model, asdict(cfg), curve, train_wall
+
+
+def run(params: Mapping[str, Any], *, report: Report = no_report, record: Record = lambda table, rows: None,
+        resume: Mapping[str, list[dict]] | None = None, save_to: str | Path | None = None,
+        caches: dict | None = None) -> dict:
+    """Run one weight-learning experiment (see the module docstring).
+
+    ``params``: the fields of :class:`LearnParams` (missing ones take its defaults; a registered
+    cluster is given as ``cluster``, plain data). ``save_to``: save the trained policy there
+    (train mode). ``caches``: measurement caches keyed ``(scenario name, seed)``, shared across
+    calls (see :func:`rlweights.compare.compare`; the bench runs several budgets on one set).
+
+    Returns a JSON-serialisable summary: ``curve`` (learning curve), ``rows`` (per scenario,
+    seed and method), ``summary`` (see :func:`rlweights.compare.summarise`), ``ppo_steps``
+    (weights the policy chose per step on the first unseen scenario), ``learned_weights`` with
+    their ``kube_scheduler_configuration`` and ``volcano_scheduler_conf`` YAML, timings in seconds
+    (``train_wall_s`` of this run: 0 in evaluate mode, where ``policy_train_wall_s`` is the saved
+    policy's own training time, ``None`` if it did not record one).
+
+    ``report(percent, message)`` is called along the way (it may raise to cancel). Raises
+    ``ValueError`` for bad parameters (naming the field; ``TypeError`` for an unknown one) and
+    ``FileNotFoundError`` for a missing policy."""
+    from .backends.sb3 import load_policy, policy_experiment
     from .compare import compare, summarise
-    from .sb3 import PPOConfig, load_policy, policy_experiment, save_policy, train_ppo
 
+    p = LearnParams(**dict(params))
     p.validate()
-    report = progress or (lambda pct, msg: None)
     t0 = time.perf_counter()
-    train, test = build_scenarios(p)
+    train_set, test = build_scenarios(p)
     curve: list[dict] = []
     train_wall = 0.0
+    policy_train_wall = None
     steps_per_s = None
     if p.mode == "train":
-        cfg = PPOConfig(total_timesteps=p.timesteps, steps=p.budget - 1, n_stack=p.n_stack, w_min=p.w_min,
-                        w_max=p.w_max, seed=p.seed, reward=p.reward)
-        cfg.n_steps = 8 * (p.budget - 1)
-        cfg.batch_size = cfg.n_steps * cfg.n_envs // 3
-        report(1, f"training PPO on {len(train)} (setup, workload) pairs")
-        model, curve, train_wall = train_ppo(
-            train, cfg, progress=lambda done, total, c: report(1 + 69 * done / total, f"PPO {done}/{total} steps"))
+        model, cfg_dict, curve, train_wall = train(p, train_set, report=report, save_to=save_to)
         steps_per_s = p.timesteps / train_wall if train_wall else None
-        if save_to:
-            save_policy(model, save_to, cfg, extra={"params": asdict(p), "train_wall_s": train_wall,
-                                                    "train_scenarios": [s.name for s in train]})
-        cfg_dict = asdict(cfg)
+        record("curve", curve)
     else:
         model, meta = load_policy(p.policy or SHIPPED_POLICY)
         cfg_dict = meta["config"]
+        policy_train_wall = meta.get("train_wall_s")
         if (cfg_dict["w_min"], cfg_dict["w_max"]) != (p.w_min, p.w_max):
             raise ValueError(f"policy was trained for weights {cfg_dict['w_min']}..{cfg_dict['w_max']}")
-    report(70, f"comparing with baselines on {len(test)} unseen pairs")
+    key = _comparison_key(p)
+    done = {} if p.mode == "train" else {
+        r["scenario"]: r["rows"] for r in (resume or {}).get("comparison", []) if r.get("key") == key}
+    report(70, f"comparing with baselines on {len(test)} unseen pairs"
+               + (f" ({len(done)} measured before)" if done else ""))
     t1 = time.perf_counter()
-    rows = compare(test, p.budget, p.eval_seeds, model, cfg_dict, p.w_min, p.w_max,
-                   progress=lambda d, tot: report(70 + 29 * d / tot, f"compared {d}/{tot}"))
+    rows: list[dict] = []
+    for i, sc in enumerate(test):
+        if sc.name in done:
+            sc_rows = done[sc.name]
+        else:
+            sc_rows = compare([sc], p.budget, p.eval_seeds, model, cfg_dict, p.w_min, p.w_max, caches=caches,
+                              progress=lambda d, tot, i=i: report(70 + 29 * (i + d / tot) / len(test),
+                                                                  f"unseen pair {i + 1}/{len(test)}: {d}/{tot} seeds"))
+            record("comparison", [{"scenario": sc.name, "key": key, "rows": sc_rows}])
+        rows += sc_rows
     compare_wall = time.perf_counter() - t1
     hist = policy_experiment(model, cfg_dict, test[0], p.budget, seed=p.eval_seeds[0])
     best_w = min(hist, key=lambda h: h[1])[0]
-    summary = summarise(rows)
     return {
         "mode": p.mode,
         "params": asdict(p),
         "plugins": list(SCORE_PLUGIN_NAMES),
-        "train_scenarios": len(train),
+        "train_scenarios": len(train_set),
         "test_scenarios": [s.name for s in test],
         "curve": curve,
         "rows": rows,
-        "summary": summary,
+        "summary": summarise(rows),
         "ppo_steps": [{"step": i, "weights": w, "metric_s": m} for i, (w, m) in enumerate(hist)],
         "learned_weights": dict(zip(SCORE_PLUGIN_NAMES, best_w)),
         "kube_scheduler_configuration": kube_scheduler_config_yaml(best_w),
         "volcano_scheduler_conf": volcano_scheduler_conf_yaml(best_w),
         "train_wall_s": train_wall,
+        "policy_train_wall_s": policy_train_wall,
         "env_steps_per_s": steps_per_s,
         "compare_wall_s": compare_wall,
         "wall_s": time.perf_counter() - t0,

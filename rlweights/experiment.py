@@ -1,0 +1,120 @@
+"""The ``weight-learning`` experiment kind (engine plug, :mod:`webapp.plug`): its parameters
+serializer, its runner (which binds the Django-free :func:`rlweights.pipeline.run` to the
+database through :func:`webapp.experiments.run_pipeline`), its headline and its registration.
+
+Example parameters (every field optional; see :class:`rlweights.pipeline.LearnParams`)::
+
+    {"mode": "evaluate", "azure_sample": true, "test_setups": 1, "eval_seeds": [0], "seed": 7}
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from .pipeline import LearnParams
+
+
+class WeightLearningParams(serializers.Serializer):
+    """Parameters of a ``weight-learning`` experiment (see
+    :class:`rlweights.pipeline.LearnParams`; every field is optional)."""
+
+    mode = serializers.ChoiceField(choices=["train", "evaluate"], default="train")
+    train_setups = serializers.IntegerField(min_value=1, max_value=64, default=8)
+    train_workloads = serializers.IntegerField(min_value=1, max_value=64, default=8)
+    test_setups = serializers.IntegerField(min_value=1, max_value=64, default=3)
+    test_workloads = serializers.IntegerField(min_value=1, max_value=64, default=3)
+    window_s = serializers.FloatField(min_value=10, max_value=3600, default=120.0)
+    metric = serializers.ChoiceField(choices=["mean", "p95"], default="mean")
+    budget = serializers.IntegerField(min_value=2, max_value=100, default=10)
+    timesteps = serializers.IntegerField(min_value=64, max_value=1_000_000, default=30_000)
+    seed = serializers.IntegerField(min_value=0, max_value=2**31 - 1, default=0)
+    eval_seeds = serializers.ListField(child=serializers.IntegerField(min_value=0), min_length=1, max_length=10, default=[0, 1])
+    w_min = serializers.IntegerField(min_value=0, max_value=999, default=1)
+    w_max = serializers.IntegerField(min_value=1, max_value=1000, default=100)
+    n_stack = serializers.IntegerField(min_value=1, max_value=16, default=4)
+    keep_alive_s = serializers.FloatField(min_value=0, max_value=86400, default=60.0)
+    policy = serializers.ChoiceField(choices=[""], default="", help_text="'' = the shipped policy (evaluate mode)")
+    azure_sample = serializers.BooleanField(default=False)
+    azure_speedup = serializers.FloatField(min_value=1, max_value=1000, default=10.0)
+    reward = serializers.ChoiceField(choices=["step", "best"], default="step")
+    cluster_id = serializers.IntegerField(required=False, min_value=1,
+                                          help_text="evaluate on this registered cluster's nodes (evaluate mode)")
+
+    def validate_cluster_id(self, value):
+        from webapp.models import Cluster
+
+        c = Cluster.objects.filter(pk=value).first()
+        if c is None:
+            raise serializers.ValidationError(f"no cluster {value}")
+        if not c.nodes.exists():
+            raise serializers.ValidationError(f"cluster {c.name} has no nodes")
+        return value
+
+    def validate(self, attrs):
+        try:
+            LearnParams(**{k: v for k, v in attrs.items() if k != "cluster_id"}).validate()
+        except ValueError as err:
+            raise serializers.ValidationError(str(err)) from None
+        return attrs
+
+
+
+def weight_learning_run(experiment, reporter) -> dict[str, Any]:
+    """Runner of the ``weight-learning`` experiment kind: train PPO (or evaluate a saved
+    policy) and compare it with the baselines on unseen setups and workloads
+    (:func:`rlweights.pipeline.run`). Comparison rows are recorded per unseen scenario as they
+    are measured, so a redelivered evaluate run resumes; a rerun recomputes the rest with the
+    same seeds and replaces this experiment's learning-curve and weight-step rows atomically.
+    Returns the summary stored as ``experiment.result``."""
+    from webapp.experiments import run_pipeline
+
+    from . import pipeline
+    from .selectors import cluster_nodes
+    from .services import weight_learning_store
+
+    ser = WeightLearningParams(data=experiment.parameters)
+    ser.is_valid(raise_exception=True)
+    params = dict(ser.validated_data)
+    cluster_id = params.pop("cluster_id", None)
+    if cluster_id is not None:
+        params["cluster"] = cluster_nodes(cluster_id=cluster_id)
+    result = run_pipeline(experiment, reporter, pipeline.run, params=params)
+    weight_learning_store(experiment=experiment, result=result)
+    return result
+
+
+def weight_learning_headline(experiment):
+    """``Headline`` of a succeeded weight learning: PPO's mean improvement of the latency metric
+    over equal weights (percent) against the best same-budget baseline's; ``ratio`` = PPO's
+    latency / the best baseline's (mean over pairs), lower is better. ``None`` without PPO."""
+    from webapp.experiments import Headline
+
+    s = (experiment.result or {}).get("summary") or {}
+    methods = s.get("methods") or {}
+    best = s.get("best_baseline")
+    if "ppo" not in methods or not best:
+        return None
+    ppo = methods["ppo"]["mean_improvement_vs_equal_percent"]
+    base = methods[best]["mean_improvement_vs_equal_percent"]
+    budget = ((experiment.result or {}).get("params") or {}).get("budget", "?")
+    metric = ((experiment.result or {}).get("params") or {}).get("metric", "mean")
+    return Headline(engine="rlweights", metric=f"{metric} latency vs equal weights (PPO)", ours=f"{ppo:+.1f} %",
+                    baseline_name=f"{best} (budget {budget})", baseline=f"{base:+.1f} %",
+                    ratio=1.0 - s["ppo_vs_best_baseline_percent"] / 100.0, better="lower",
+                    note=f"ratio: PPO's latency / {best}'s, on unseen setups and workloads; paper: +33 % vs fixed, +12 % vs best")
+
+
+def register() -> None:
+    """Register the ``weight-learning`` kind and the rlweights demo step (``apps.py`` calls it)."""
+    from django.urls import reverse
+
+    from webapp.demo import register_demo_step
+    from webapp.experiments import ExperimentKind, register_experiment_kind
+
+    from .demo import run_demo
+
+    register_experiment_kind(ExperimentKind(
+        kind="weight-learning", run=weight_learning_run, parameters_serializer=WeightLearningParams, queue="cpu",
+        headline=weight_learning_headline, page=lambda e: reverse("rlweights:experiment", args=[e.pk])))
+    register_demo_step("rlweights", run_demo, order=40)
