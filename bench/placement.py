@@ -17,7 +17,9 @@ share of co-located job-seconds whose slowdown came from a measured pair
 (b) scale: the full Philly job list (82,247 jobs) under Horus: wall time, CPU time and peak RSS
 of this process (``ru_maxrss``, so it also covers part (a) when both run).
 
-Prints one JSON line on stdout; writes one CSV row per (trace, policy) run.
+Every simulation goes through :func:`placement.pipeline.simulate_policies`, the call the
+``simulation`` experiment kind and ``manage.py simulate`` make. Prints one JSON line on stdout;
+writes one CSV row per (trace, policy) run.
 Run (timing runs go through the shared bench lock)::
 
     flock /tmp/tandem-bench.lock nice -n 5 python bench/placement.py
@@ -39,7 +41,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from placement.core import setup, simulator  # noqa: E402
+from placement import pipeline  # noqa: E402
+from placement.core import setup  # noqa: E402
 from placement.core.policies import (  # noqa: E402
     DEFAULT_MIGRATION_COST_S, POLICIES, QUEUE_ORDERS, Horus, HorusRandomPartners, make_policy)
 
@@ -285,15 +288,15 @@ def main(argv: list[str] | None = None) -> None:
         for shape, items in sets.items():
             for name, jobs, gpus in items:
                 lower_bound[name] = max(j.arrival + j.duration for j in jobs) - min(j.arrival for j in jobs)
-                for p in args.row_policies:
-                    t = time.perf_counter()
-                    s = simulator.simulate(jobs, gpus, make(p, args), tables.world,
-                                           seed=args.seed, migration_cost_s=args.migration_cost_s,
-                                           durations=args.durations).summary()
+                policies = {p: make(p, args) for p in args.row_policies}
+                for p, res, wall in pipeline.simulate_policies(jobs, gpus, policies, tables.world, seed=args.seed,
+                                                               migration_cost_s=args.migration_cost_s,
+                                                               durations=args.durations):
+                    s = res.summary()
                     w = s.pop("world")
                     rows.append({"shape": shape, "trace": name, "gpus": len(gpus), **s,
                                  **{f"world_{k}": v for k, v in w.items() if k.endswith("_share") or k.endswith("_s")},
-                                 "policy": p, "wall_s": time.perf_counter() - t})
+                                 "policy": p, "wall_s": wall})
         out["shapes"] = {}
         for shape, items in sets.items():
             names = [n for n, _, _ in items]
@@ -338,9 +341,10 @@ def main(argv: list[str] | None = None) -> None:
         cpu0 = time.process_time()
         jobs = setup.load_trace("philly", args.data, tables, seed=args.seed)
         gpus = setup.cluster(jobs)
-        s = simulator.simulate(jobs, gpus, make_policy("horus", **policy_kwargs("horus", args)), tables.world,
-                               seed=args.seed, migration_cost_s=args.migration_cost_s,
-                               durations=args.durations).summary()
+        (_, res, _), = pipeline.simulate_policies(
+            jobs, gpus, {"horus": make_policy("horus", **policy_kwargs("horus", args))}, tables.world,
+            seed=args.seed, migration_cost_s=args.migration_cost_s, durations=args.durations)
+        s = res.summary()
         s.pop("world")
         wall = time.perf_counter() - t
         cpu = time.process_time() - cpu0

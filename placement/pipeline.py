@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from .core import setup, simulator
-from .core.policies import make_policy
+from .core.policies import DEFAULT_MIGRATION_COST_S, Policy, make_policy
+from .core.simulator import SimulationResult
+from .core.types import GPUSpec, JobSpec
 
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 
@@ -60,6 +62,44 @@ def _key(params: Mapping[str, Any]) -> dict:
     return {k: params.get(k) for k in ("trace", "cluster", "seed", "limit")}
 
 
+def simulate_policies(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policies: Mapping[str, Policy], world, *,
+                      seed: int = 0, migration_cost_s: float = DEFAULT_MIGRATION_COST_S, durations: str = "estimate",
+                      report: Callable[[float, str], None] | None = None, report_every_s: float = 0.5,
+                      first: int = 1, of: int | None = None) -> Iterator[tuple[str, SimulationResult, float]]:
+    """Replay one trace under each policy in turn, the call every entry shares (:func:`run`,
+    hence the ``simulation`` kind and ``manage.py simulate``, and ``bench/placement.py``).
+
+    ``jobs`` / ``gpus``: the trace and cluster (:func:`placement.core.setup.load_trace`,
+    :func:`~placement.core.setup.cluster`); ``policies``: ``{row name: policy object}`` (built
+    by :func:`placement.core.policies.make_policy`, with any ablation switches); ``world``: the
+    ground truth of co-location slowdowns (``Tables.world``), never shown to the policies.
+    Yields ``(name, SimulationResult, wall seconds)`` as each policy finishes. ``report(percent,
+    message)``: called before each policy and from inside each simulation at most once per
+    ``report_every_s`` seconds (a reporter that raises stops the run); ``first`` / ``of`` number
+    the policies in its messages ("simulating fifo (1/3)"). Raises what
+    :func:`placement.core.simulator.simulate` raises (``ValueError`` for a trace that cannot be
+    simulated)."""
+    n = len(policies)
+    of = of if of is not None else first - 1 + n
+    for i, (name, policy) in enumerate(policies.items()):
+        label = f"simulating {name} ({first + i}/{of})"
+        progress = None
+        if report:
+            report(100.0 * i / max(n, 1), label)
+            last = [time.monotonic()]
+
+            def progress(done: int, total: int, i: int = i, label: str = label) -> None:
+                now = time.monotonic()
+                if now - last[0] >= report_every_s:
+                    last[0] = now
+                    report(100.0 * (i + done / max(total, 1)) / n, f"{label}: {done}/{total} jobs done")
+
+        t = time.perf_counter()
+        r = simulator.simulate(jobs, gpus, policy, world, seed=seed, migration_cost_s=migration_cost_s,
+                               durations=durations, progress=progress)
+        yield name, r, time.perf_counter() - t
+
+
 def run(params: Mapping[str, Any], *, report: Callable[[float, str], None] | None = None,
         record: Callable[[str, list], None] | None = None, resume: Mapping[str, list] | None = None,
         on_outcomes: Callable[[str, list], None] | None = None, data_dir: Path | None = None,
@@ -83,29 +123,21 @@ def run(params: Mapping[str, Any], *, report: Callable[[float, str], None] | Non
     gpus = setup.cluster(jobs, params.get("cluster") or None)
     out: dict[str, Any] = {"trace": params["trace"], "jobs": len(jobs), "gpus": len(gpus), "policies": {},
                            "interference": tables.interference.as_dict(), "world": tables.world.describe()}
-    names = params["policies"]
+    names = list(params["policies"])
+    todo = {n: make_policy(n) for n in names if n not in done}
+    kept = [n for n in names if n in done]
+    for k, name in enumerate(kept):
+        out["policies"][name] = done[name]
+        if report:
+            report(100.0 * (k + 1) / len(names), f"{name}: kept from the earlier run ({k + 1}/{len(names)})")
+
+    def scaled(pct: float, msg: str) -> None:
+        report(100.0 * (len(kept) + pct / 100.0 * len(todo)) / len(names), msg)
+
     q = np.linspace(0, 100, 101)
-    for i, name in enumerate(names):
-        if name in done:
-            out["policies"][name] = done[name]
-            if report:
-                report(100.0 * (i + 1) / len(names), f"{name}: kept from the earlier run ({i + 1}/{len(names)})")
-            continue
-        if report:
-            report(100.0 * i / len(names), f"simulating {name} ({i + 1}/{len(names)})")
-        progress = None
-        if report:
-            last = [time.monotonic()]
-
-            def progress(done: int, total: int, i: int = i, name: str = name) -> None:
-                now = time.monotonic()
-                if now - last[0] >= report_every_s:
-                    last[0] = now
-                    report(100.0 * (i + done / max(total, 1)) / len(names),
-                           f"simulating {name} ({i + 1}/{len(names)}): {done}/{total} jobs done")
-
-        r = simulator.simulate(jobs, gpus, make_policy(name), tables.world, seed=params.get("seed", 0),
-                               progress=progress)
+    for name, r, _wall in simulate_policies(jobs, gpus, todo, tables.world, seed=params.get("seed", 0),
+                                            report=scaled if report else None, report_every_s=report_every_s,
+                                            first=len(kept) + 1, of=len(names)):
         if on_outcomes is not None:
             on_outcomes(name, r.jobs)
         jct = np.array([o.jct for o in r.jobs])
@@ -115,6 +147,7 @@ def run(params: Mapping[str, Any], *, report: Callable[[float, str], None] | Non
                                  "utilisation": _downsample(r.util_t, r.util_pct)}
         if record is not None:
             record("policies", [{"policy": name, "params": _key(params), "result": out["policies"][name]}])
+    out["policies"] = {n: out["policies"][n] for n in names}
     if report:
         report(100.0, "done")
     return out
