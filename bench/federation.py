@@ -119,7 +119,8 @@ def main() -> None:
             "ineligible": {m: ("overcommits a cluster" if not v["fits"] else "misses the spread" if not v["meets_spread"] else "errors")
                            for m, v in c["measured"].items()
                            if not m.startswith("orchestrator") and not (v["fits"] and v["meets_spread"] and not v["errors"])},
-            "measured_contention": c.get("measured_contention"), "verdict_measured": c.get("verdict_measured"),
+            "belief": c.get("belief"), "measured_contention": c.get("measured_contention"),
+            "verdict_configured": c.get("verdict_configured"),
             "unschedulable": c["unschedulable"]} for c in comps},
         "degradation_factor": factors,
         "degradation_rows": [{k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()} for r in deg],

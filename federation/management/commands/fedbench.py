@@ -72,7 +72,7 @@ class Command(BaseCommand):
         finally:
             bar.close()
         if o["scenarios"]:
-            summary = {"scenarios": {s["scenario"]: {"verdict": s["verdict"], "verdict_measured": s.get("verdict_measured"),
+            summary = {"scenarios": {s["scenario"]: {"verdict": s["verdict"], "verdict_configured": s.get("verdict_configured"),
                                                      "best_baseline": s["best_baseline"], "ratio_p95": s["ratio"],
                                                      "binding": sorted(k for k, v in s["binding"].items() if v["binds"]),
                                                      "p95_ms": {m: round(v["p95_ms"], 2) for m, v in s["measured"].items()}}
