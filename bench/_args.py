@@ -10,16 +10,17 @@ from pathlib import Path
 
 def check_out_path(ap: argparse.ArgumentParser, path: str | os.PathLike, flag: str = "--out") -> Path:
     """The output file ``path`` as a Path, its folder created; ``ap.error`` (exit 2) when it is a
-    folder or cannot be written, so a run never ends by failing to save its results."""
+    folder or cannot be written, so a run never ends by failing to save its results. Writes no
+    file itself: a run refused later leaves nothing behind (an earlier file stays as it was)."""
     p = Path(path)
     if p.is_dir():
         ap.error(f"{flag} {p} is a folder; give a file name")
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        with open(p, "a"):
-            pass
     except OSError as err:
-        ap.error(f"{flag} {p}: cannot write there ({err.strerror})")
+        ap.error(f"{flag} {p}: cannot create its folder ({err.strerror})")
+    if not os.access(p.parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        ap.error(f"{flag} {p}: cannot write there (permission denied)")
     return p
 
 

@@ -124,6 +124,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ap.error("--lookahead must be >= 1")
     if not args.data.is_dir():
         ap.error(f"--data {args.data}: no such folder")
+    try:
+        args.tables = setup.load_tables(args.data)
+    except FileNotFoundError as err:
+        ap.error(f"--data {args.data}: not a Tandem data folder ({err.strerror}: {err.filename}; "
+                 "see data/SOURCES.md for its layout)")
     from _args import check_out_path
 
     check_out_path(ap, args.csv, "--csv")
@@ -261,7 +266,7 @@ def ratio_summary(rows: list[dict], vcs: list[str], base: str) -> tuple[dict, di
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    tables = setup.load_tables(args.data)
+    tables = args.tables
     rows: list[dict] = []
     out: dict = {"bench": "placement", "seed": args.seed, "migration_cost_s": args.migration_cost_s,
                  "no_migrate": args.no_migrate, "no_protect": args.no_protect}

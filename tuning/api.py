@@ -108,7 +108,10 @@ class TuningParameters(serializers.Serializer):
                 import torchvision
 
                 if name not in torchvision.models.list_models():
-                    raise serializers.ValidationError({"model": f"unknown model {name!r}"})
+                    raise serializers.ValidationError({"model": (
+                        f"unknown model {name!r}; use a torchvision name (e.g. resnet18, mobilenet_v2; "
+                        f"torchvision.models.list_models() lists them), transformers:<Config class>, or one of "
+                        f"{', '.join(sorted(BUILTIN_MODELS))}")})
         if attrs.get("options"):
             from .backends.options import validate_options
             from .services import default_num_threads

@@ -32,7 +32,7 @@ def api(user):
     [
         ({"model": "mlp", "runner": "nope"}, "runner", "available: "),
         ({"model": "mlp", "scheduler": "nope"}, "scheduler", "unknown scheduler"),
-        ({"model": "no-such-net"}, "model", "unknown model"),
+        ({"model": "no-such-net"}, "model", "unknown model 'no-such-net'; use a torchvision name (e.g. resnet18"),
         ({"model": "mlp", "onnx": "onnx-light-models/light_vgg19.onnx"}, "non_field_errors", "exactly one"),
         ({"onnx": "onnx-light-models/missing.onnx"}, "onnx", "no ONNX model"),
         ({"model": "mlp", "trials": 0}, "trials", ""),

@@ -122,3 +122,12 @@ def test_refused_import_names_the_cause_and_changes_nothing(tmp_path, make, caus
     assert proc.stderr.startswith("CommandError: ") and cause in proc.stderr, proc.stderr
     assert proc.stdout == ""
     assert _snapshot(dbs) == before
+
+
+def test_list_says_so_when_there_is_no_database(tmp_path):
+    env = _worker_env()
+    env["TANDEM_VAR_DIR"] = str(tmp_path / "var")
+    proc = subprocess.run([sys.executable, "manage.py", "tuning_db", "list"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("no tuning databases in ") and "tuning_db import" in proc.stdout

@@ -59,6 +59,9 @@ class Command(BaseCommand):
         if opts["json"]:
             self.stdout.write(json.dumps(out, default=str))
         elif opts["action"] == "list":
+            if not out["databases"]:
+                self.stdout.write(f"no tuning databases in {tuning_root() / 'databases'} "
+                                  "(import one with: manage.py tuning_db import <folder> --name <name>)")
             for name, s in out["databases"].items():
                 self.stdout.write(f"{name}: {s['workloads']} workloads, {s['records']} records, targets {[t['kind'] for t in s['targets']]}")
         else:
