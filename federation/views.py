@@ -43,7 +43,7 @@ def dashboard(request):
         ctx["comparisons"] = [_html(figures.plan_comparison_figure(c), f"fed-cmp-{i}") for i, c in enumerate(bench_exp.result.get("comparisons", []))]
         ctx["summary"] = bench_exp.result.get("summary", {})
         ctx["scenarios"] = [{"name": c["scenario"], "description": c["description"], "verdict": c["verdict"],
-                             "belief": c.get("belief"), "verdict_configured": c.get("verdict_configured"),
+                             "verdict_configured": c.get("verdict_configured"),
                              "verdict_measured": c.get("verdict_measured"), "best": c["best_baseline"],
                              "binds": ", ".join(k for k, v in c["binding"].items() if v["binds"]) or "none",
                              "orch": c["measured"]["orchestrator"],

@@ -274,14 +274,6 @@ def split_scenarios(app_name: str = "hotelReservation") -> list[Scenario]:
     return out
 
 
-def _counts(scn: Scenario, p) -> "np.ndarray":
-    out = np.zeros((len(scn.app.services), len(scn.fed.clusters)), int)
-    for i, s in enumerate(scn.app.services):
-        for c, n in p.replicas[s.name].items():
-            out[i, scn.fed.index(c)] = n
-    return out
-
-
 def _median_or_none(xs: list) -> float | None:
     xs = [x for x in xs if x is not None]
     return round(float(np.median(xs)), 4) if xs else None
