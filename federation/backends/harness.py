@@ -399,7 +399,9 @@ def measured_contention(fed: Federation, cpu_map: dict[str, list[int]] | None = 
     ahead of CPU-bound hogs and see almost none of their share. Measured on this machine at a
     configured 0.75 on one CPU: 2 ms bursts 20 ms apart 0.002; 14 bursts of 2 ms 0.2 ms apart
     0.13; one 28.8 ms burst 0.49, beside 0.52-0.61 wait share of the application's own threads
-    from /proc in the harness (docs/engines/federation.md)."""
+    from /proc in the harness (docs/engines/federation.md). How much a short burst is favoured
+    depends on the machine (the CI machine measured 0.48 for 2 ms bursts); a request-sized burst
+    measures about the processor share on both."""
     from federation.backends.service import burn_cpu
 
     cpus = sorted(os.sched_getaffinity(0))

