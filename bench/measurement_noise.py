@@ -1,13 +1,13 @@
 """How far one kernel's measured run time moves between measurement sessions on this machine,
-against its spread inside one session, and how much of that a paired comparison removes
-(issue 6: why single Trimmer-vs-baseline runs cannot show a 3 % latency target here).
+against its spread inside one session, and how much of that comparing two kernels timed back to
+back removes (issue 6: why single Trimmer-vs-baseline runs cannot show a 3 % latency target here).
 
 What it measures
 ----------------
-Two real kernels of the heaviest task of ``--model`` (the rule of ``bench/tuning_energy.py``:
-largest weight x FLOP), each the MetaSchedule design space of the LLVM target sampled with a
+Two real kernels of the heaviest task of ``--model`` (the product's extraction and selection,
+as ``bench/tuning_energy.py``: largest weight x FLOP), each the MetaSchedule design space of the LLVM target sampled with a
 different random state (``post-order-apply``, then the space's postprocessors), built once. Then,
-like DOPpler's measurement worker (``tuning.backends.doppler._measure_in_worker``), one
+like DOPpler's measurement worker (``tuning.backends.doppler.worker.measure_in_worker``), one
 **session** per kernel and step: fresh random arguments, one timed repeat of at least
 ``--min-repeat-ms`` that fixes the number of runs per repeat, then ``--repeats - 1`` more;
 ``--sessions`` steps, the two kernels' sessions back to back (A, B, A, B, ...), ``--gap-s`` of
@@ -29,16 +29,14 @@ and for the pair (row ``A/B``): ``median_ratio`` and ``paired_ratio_p90_p10`` /
 within a fraction of a second of each other; against the kernels' own between-session figures it
 shows how much of the spread is the machine's speed moving, not the kernels.
 
-DOPpler's own measurement, plain and paired (rows ``B doppler-plain`` and ``B doppler-paired``)
-------------------------------------------------------------------------------------------
-Kernel B measured by DOPpler's measurement function itself
-(``tuning.backends.doppler._measure_in_worker``, in this process, both kernels exported as shared
-libraries as the runner's build workers do), ``--sessions`` times each way, alternating: plainly,
-and paired against kernel A as the task's reference kernel (each repeat of B bracketed by repeats
-of A, scaled to A's lower quartile over 31 repeats, as the runner does with ``paired`` on;
-``tuning.core.doppler.bracketed_ratios``). ``between_session_p90_p10`` / ``max_min`` of the means
-it returns (what a tuning record holds) say how far one candidate's recorded time moves between
-two measurements of it, each way.
+DOPpler's own measurement (row ``B doppler``)
+---------------------------------------------
+Kernel B measured ``--sessions`` times by DOPpler's measurement function itself
+(``tuning.backends.doppler.worker.measure_in_worker``, in this process, the kernel exported as a
+shared library as the runner's build workers do). ``between_session_p90_p10`` / ``max_min`` of
+the means it returns (what a tuning record holds) say how far one candidate's recorded time moves
+between two measurements of it. (Until 2026-12-04 this row had a ``paired`` twin, DOPpler's paired
+timing, since removed: docs/engines/tuning.md, "Paired timing (removed)".)
 
 Usage (about 2 minutes; run it alone or under ``flock /tmp/tandem-bench.lock``):
   python bench/measurement_noise.py --model mobilenet_v2 --sessions 40
@@ -101,40 +99,29 @@ def session(rt, args_info, repeats: int, min_repeat_ms: int) -> list[float]:
     return costs
 
 
-def doppler_sessions(kernels: dict, args) -> dict[str, list[list[float]]]:
-    """Kernel B measured by DOPpler's measurement function, ``args.sessions`` times plainly and
-    as many times paired against kernel A (alternating, ``args.gap_s`` apart). Returns
-    ``{"plain": [...], "paired": [...]}``, each a list of per-session run seconds per repeat (what
-    a tuning record's ``run_secs`` would hold)."""
+def doppler_sessions(kernels: dict, args) -> list[list[float]]:
+    """Kernel B measured ``args.sessions`` times (``args.gap_s`` apart) by DOPpler's measurement
+    function itself (:func:`tuning.backends.doppler.worker.measure_in_worker`, in this process,
+    the kernel exported as a shared library as the runner's build workers do, the screen off).
+    Returns per session the run seconds per repeat (what a tuning record's ``run_secs`` would
+    hold), shape (sessions, repeats)."""
     import tempfile
 
-    import numpy as np
-
-    from tuning.backends import doppler as dp
+    from tuning.backends.doppler import worker
+    from tuning.backends.doppler.slots import SlotSpec
     from tuning.core.doppler import DopplerConfig
 
     cfg = DopplerConfig()
-    tmp = Path(tempfile.mkdtemp(prefix="measurement-noise-"))
-    paths = {}
-    for name, (rt, _) in kernels.items():
-        paths[name] = str(tmp / f"{name}.so")
-        rt.export_library(paths[name])
-    args_info = kernels["B"][1]
-    dp._WORKER["slot"] = dp.SlotSpec(kind="cpu", name="cpu", num_threads=args.threads)
-    level = dp._reference_level_in_worker(paths["A"], "cpu", args_info, args.min_repeat_ms,
-                                          dp.DopplerEngine.REFERENCE_LEVEL_REPEATS)
+    path = str(Path(tempfile.mkdtemp(prefix="measurement-noise-")) / "B.so")
+    kernels["B"][0].export_library(path)
+    worker._WORKER["slot"] = SlotSpec(kind="cpu", name="cpu", num_threads=args.threads)
     evalcfg = {"min_repeat_ms": args.min_repeat_ms, "min_repeats": cfg.min_repeats, "max_repeats": args.repeats,
                "ci_rel_halfwidth": cfg.ci_rel_halfwidth, "screen_ratio": 0.0, "best_s": None}
-    reference = {"path": paths["A"], "level_s": float(np.percentile(level, 25))}
-    out: dict[str, list[list[float]]] = {"plain": [], "paired": []}
+    out: list[list[float]] = []
     for _ in range(args.sessions):
-        for way in ("plain", "paired"):
-            time.sleep(args.gap_s)
-            costs, info = dp._measure_in_worker(paths["B"], "cpu", args_info,
-                                                {**evalcfg, "reference": reference if way == "paired" else None})
-            if info["paired"] != (way == "paired"):
-                raise RuntimeError(f"DOPpler's {way} measurement came back with paired={info['paired']}: {info}")
-            out[way].append(costs)
+        time.sleep(args.gap_s)
+        costs, _ = worker.measure_in_worker(path, "cpu", kernels["B"][1], evalcfg)
+        out.append(costs)
     return out
 
 
@@ -177,11 +164,11 @@ def main() -> None:
     import numpy as np
     import tvm
 
-    from tuning_energy import extract, heaviest, host_target
+    from tuning_energy import fixed_subset, host_target
 
     target_json = host_target(args.threads)
     target = tvm.target.Target(target_json)
-    (task, flop), = heaviest(extract(model[0], target_json), 1)
+    (task, flop), = fixed_subset(model[0], target_json, 1)
     print(f"# {model[0]}: {task.task_name} ({flop / 1e6:.0f} MFLOP), target {target_json}", file=sys.stderr, flush=True)
     kernels = {name: sample_kernel(task.dispatched[0], target, rs) for name, rs in (("A", 0), ("B", 1))}
     for rt, info in kernels.values():
@@ -215,15 +202,14 @@ def main() -> None:
     pr = spread(ratios)
     rows.append({"kernel": "A/B", **blank, "median_ratio": round(float(np.median(ratios)), 5),
                  "paired_ratio_p90_p10": round(pr["p90_p10"], 4), "paired_ratio_max_min": round(pr["max_min"], 4)})
-    for way in ("plain", "paired"):
-        means = [float(np.mean(c)) for c in doppler[way]]
-        between = spread(means)
-        rows.append({"kernel": f"B doppler-{way}", **blank,
-                     "median_session_mean_ms": round(float(np.median(means)) * 1e3, 5),
-                     "within_session_cv": round(float(np.median([np.std(c, ddof=1) / np.mean(c)
-                                                                 for c in doppler[way] if len(c) > 1] or [0.0])), 4),
-                     "between_session_p90_p10": round(between["p90_p10"], 4),
-                     "between_session_max_min": round(between["max_min"], 4)})
+    means = [float(np.mean(c)) for c in doppler]
+    between = spread(means)
+    rows.append({"kernel": "B doppler", **blank,
+                 "median_session_mean_ms": round(float(np.median(means)) * 1e3, 5),
+                 "within_session_cv": round(float(np.median([np.std(c, ddof=1) / np.mean(c)
+                                                             for c in doppler if len(c) > 1] or [0.0])), 4),
+                 "between_session_p90_p10": round(between["p90_p10"], 4),
+                 "between_session_max_min": round(between["max_min"], 4)})
     write_csv_rows(out_csv, rows)
     out_csv.with_suffix(".json").write_text(json.dumps(detail))
     print(json.dumps({"model": model[0], "task": str(task.task_name), "rows": rows}))

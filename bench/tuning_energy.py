@@ -4,17 +4,18 @@ final latency, side by side in one run (issue 6).
 What is tuned
 -------------
 For each model (torchvision resnet18 and mobilenet_v2, batch 1, 3x224x224, random weights:
-latency does not depend on weight values) the script imports the model through
-``torch.export`` into TVM Relax, runs the passes TVM 0.27 needs before extract_tasks
-(DecomposeOpsForInference, CanonicalizeBindings, the zero pipeline) and extracts MetaSchedule
-tuning tasks. A full model (about 20 tasks, each needing hundreds of trials to plateau) does not
+latency does not depend on weight values) the script imports the model and extracts its
+MetaSchedule tuning tasks through the product's own pipeline (:func:`fixed_subset`:
+``tuning.pipeline.load_model``, ``extract_tasks`` with weight prepacking on, as for every CPU
+tuning, and ``select_tasks``), for the product's LLVM target, so it tunes exactly the tasks
+``manage.py tune --max-tasks N`` would. A full model (about 20 tasks, each needing hundreds of trials to plateau) does not
 fit in an hour on this shared 2-core machine (one round of 16 candidates of a resnet18
 convolution takes about 26 s here), so the benchmark tunes a **documented fixed subset**: the
 ``--tasks`` heaviest tasks by ``weight * FLOP`` (default 1: the model's heaviest task, so that
 one task gets a budget of 32 rounds x 16 = 512 trials within the time available; at 16 rounds the
 tasks had not plateaued: after the cost model's 100-candidate warm-up, about 7 rounds, too few
 rounds were left for Trimmer's patience to save energy) (FLOP from
-``tvm.s_tir.analysis.estimate_tir_flops``; ties by task name). Both arms get the same maximum
+``tvm.s_tir.analysis.estimate_tir_flops``; ties by extraction order, as the product). Both arms get the same maximum
 trial budget, ``max_trials_global = tasks * rounds * batch`` (``--rounds`` rounds of ``--batch``
 candidates per task on average; the gradient scheduler spends all of it, Trimmer stops when its
 rules say so), the same seed, the same cost model (XGBoost, fresh per arm) and the same
@@ -115,9 +116,8 @@ aa        the baseline twice with the same seed (an A/A test), one after the oth
 ``--batch`` records have the baseline's first-round traces (instructions and sampling
 decisions), so "the same first round" is checked on every run, not assumed, and
 ``*_first_round_time_ratio``: for those shared candidates, the second arm's in-tuning time over
-the baseline's, as ``median [p10, p90] (n)``: the median is the two tunings' difference of scale
-(with DOPpler's paired timing, of their reference kernels' timings), the spread how well two
-tunings' measurements of the same kernel agree.
+the baseline's, as ``median [p10, p90] (n)``: the median is the two tunings' difference of scale,
+the spread how well two tunings' measurements of the same kernel agree.
 
 Trimmer runs with its defaults (model-level window patience x tasks, 1 %, exploration floor
 0.1, oversample 2, filter warm-up 100) except three that come from flags: ``--patience``
@@ -128,8 +128,7 @@ must lower its task's best by more than 1 % to reset the patience count; the in-
 this shared machine differ from a quiet re-measurement by several per cent, so smaller
 "improvements" are noise).
 
-DOPpler's measurement settings, the same in both arms (defaults: DOPpler's own): ``--paired``
-(paired timing against a reference kernel), ``--estimator`` (``mean`` of the timed repeats, or
+DOPpler's measurement settings, the same in both arms (defaults: DOPpler's own): ``--estimator`` (``mean`` of the timed repeats, or
 ``min``, the fastest alone) and ``--screen-repeats`` (repeats that must all be clearly worse
 before the early-termination screen drops a candidate); see docs/engines/tuning.md "DOPpler".
 
@@ -164,53 +163,30 @@ from _args import write_csv_rows  # noqa: E402
 
 
 def host_target(num_threads: int) -> dict:
-    """LLVM target naming the host CPU (without mcpu, LLVM emits SSE2-only code; see docs/engines/tuning.md)."""
-    from tvm.target import codegen
+    """The product's LLVM target for this host (:func:`tuning.backends.targets.make_target`:
+    ``mcpu`` of this CPU, ``num-cores`` = ``num_threads``), so the benchmark tunes for what the
+    product tunes for."""
+    from tuning.backends.targets import make_target
 
-    mcpu = codegen.llvm_get_system_cpu()
-    target = {"kind": "llvm", "num-cores": num_threads}
-    if mcpu:
-        target["mcpu"] = str(mcpu)
-    return target
+    return make_target("llvm", num_threads)
 
 
-def extract(model_name: str, target: dict):
-    """Relax import of a torchvision model and MetaSchedule task extraction -> list of ExtractedTask."""
-    import torch
-    import torchvision
-    import tvm
-    from tvm import relax
-    from tvm.relax.frontend.torch import from_exported_program
-    from tvm.s_tir import meta_schedule as ms
-
-    model = getattr(torchvision.models, model_name)(weights=None).eval()
-    x = torch.randn(1, 3, 224, 224)
-    with torch.no_grad():
-        ep = torch.export.export(model, (x,))
-    mod = from_exported_program(ep, keep_params_as_input=False)
-    seq = tvm.transform.Sequential([
-        relax.transform.DecomposeOpsForInference(),
-        relax.transform.CanonicalizeBindings(),
-        relax.get_pipeline("zero"),
-    ])
-    mod = seq(mod)
-    return ms.relax_integration.extract_tasks(mod, tvm.target.Target(target))
-
-
-def heaviest(tasks, k: int):
-    """The k tasks with the largest weight * FLOP (ties by task name): the fixed subset.
-    Returns [(ExtractedTask, FLOP of one call)]."""
+def fixed_subset(model_name: str, target: dict, k: int):
+    """The ``k`` tasks the product would tune first: the model imported, its tasks extracted
+    and the ``k`` largest by weight x FLOP kept exactly as ``manage.py tune --max-tasks k``
+    does (:func:`tuning.pipeline.load_model`, :func:`tuning.pipeline.extract_tasks` with the
+    product's weight-prepacking default :func:`tuning.pipeline.weight_prepack_for`,
+    :func:`tuning.pipeline.select_tasks`). Returns [(ExtractedTask, FLOP of one call)], heaviest
+    first."""
     from tvm.s_tir.analysis import estimate_tir_flops
 
-    scored = []
-    for t in tasks:
-        try:
-            flop = float(estimate_tir_flops(t.dispatched[0]))
-        except Exception:  # noqa: BLE001 - a workload TVM cannot count is simply not heavy
-            flop = 0.0
-        scored.append((-(flop * int(t.weight)), str(t.task_name), t, flop))
-    scored.sort(key=lambda s: (s[0], s[1]))
-    return [(s[2], s[3]) for s in scored[:k]]
+    from tuning.pipeline import extract_tasks, load_model, select_tasks, weight_prepack_for
+
+    model = load_model({"model": model_name})
+    extracted = extract_tasks(model, target, weight_prepack_for({}, target))
+    chosen = [(extracted[i], float(estimate_tir_flops(extracted[i].dispatched[0])))
+              for i in select_tasks(extracted, k)]
+    return sorted(chosen, key=lambda tf: -tf[0].weight * tf[1])
 
 
 def workload_key(mod) -> str:
@@ -226,19 +202,19 @@ def run_one(kind: str, subset, target: dict, args, work_dir: str, seed: int) -> 
     For the baseline it also replays the recorded rounds through Trimmer's rules (``replay``:
     :func:`tuning.core.trimmer.replay_rounds`, with the Trimmer arm's configuration)."""
     import numpy as np
-    import tvm
     from tvm.s_tir import meta_schedule as ms
 
     from tuning.backends.energy import make_energy_meter
     from tuning.backends.registry import TuningSetup, make_runner, make_scheduler
     from tuning.backends.trimmer import EnergyLedger, config_from_options, make_ledger_callback
     from tuning.core.trimmer import TrimmerConfig, TrimmerState, oracle_stop, replay_rounds
+    from tuning.pipeline import tune_contexts
 
     n = len(subset)
     max_trials = n * args.rounds * args.batch
     meter = make_energy_meter("cpu")
     options = {"builder_workers": args.builder_workers, "build_timeout_s": args.build_timeout,
-               "doppler": {"build_timeout_s": args.build_timeout, "paired": PAIRED[args.paired],
+               "doppler": {"build_timeout_s": args.build_timeout,
                            "estimator": args.estimator, "screen_repeats": args.screen_repeats},
                "patience": args.patience,
                "min_task_improvement": args.min_task_improvement, "preempt_warmup": args.preempt_warmup}
@@ -248,11 +224,8 @@ def run_one(kind: str, subset, target: dict, args, work_dir: str, seed: int) -> 
     builder, runner = make_runner(args.runner, setup)
     try:
         sched = make_scheduler(kind, setup)
-        ctxs = [ms.TuneContext(mod=t.dispatched[0], target=tvm.target.Target(target),
-                               space_generator="post-order-apply", search_strategy="evolutionary",
-                               task_name=str(t.task_name), num_threads=args.search_threads, rand_state=seed + i)
-                for i, (t, _) in enumerate(subset)]
-        weights = [float(t.weight) for t, _ in subset]
+        # the product's tune contexts (tuning.pipeline.tune_contexts), on --search-threads threads
+        ctxs, weights = tune_contexts([t for t, _ in subset], Path(work_dir), args.search_threads, seed)
         callbacks = ms.MeasureCallback.create("default")
         ledger = None
         if kind != "trimmer":
@@ -440,7 +413,6 @@ def remeasure(arms: dict[str, dict], tasks: dict[str, dict], target: dict, args)
 
 # the re-measurement's estimator: the lower quartile of the repeats (see "latency_ratio" in the module doc)
 ESTIMATOR = "p25_s"
-PAIRED = {"on": True, "off": False}  # --paired -> DOPpler's option
 ORACLE_TOLERANCE = 0.03  # the issue's "final latency within 3 %", for oracle_* (see the module doc)
 PATIENCE_SWEEP = (2, 3, 4, 5, 6, 8)  # patiences replayed on the baseline's rounds (replay_patience_sweep)
 # the arms each --mode tunes, in order ("gradient" first: the replay, oracle and ratios refer to it)
@@ -589,9 +561,6 @@ def main() -> None:
                          "and before the model-level window starts (default 100 = XGBoost's warm-up; "
                          "0 = the paper's rule)")
     ap.add_argument("--runner", default="doppler", help="registry runner used by BOTH arms")
-    ap.add_argument("--paired", choices=sorted(PAIRED), default="off",
-                    help="DOPpler's paired timing against each task's reference kernel, in BOTH arms (default: "
-                         "%(default)s, DOPpler's default; see docs/engines/tuning.md DOPpler)")
     ap.add_argument("--estimator", choices=("mean", "min"), default=None,
                     help="DOPpler's in-tuning latency estimator, in BOTH arms: mean of the repeats (MetaSchedule's, "
                          "default) or the fastest repeat (see docs/engines/tuning.md DOPpler)")
@@ -637,8 +606,6 @@ def main() -> None:
 
     if args.runner not in runner_names():
         ap.error(f"unknown --runner {args.runner!r}; available: {', '.join(runner_names())}")
-    if args.paired == "on" and args.runner != "doppler":
-        ap.error(f"--paired on is DOPpler's paired timing: it needs --runner doppler, not {args.runner!r}")
     if (args.estimator is not None or args.screen_repeats is not None) and args.runner != "doppler":
         ap.error(f"--estimator and --screen-repeats are DOPpler's settings: they need --runner doppler, "
                  f"not {args.runner!r}")
@@ -659,7 +626,7 @@ def main() -> None:
     ratio = lambda a, c: (a / c) if (a is not None and c) else None  # noqa: E731
     subsets = {}
     for model in models:
-        subset = heaviest(extract(model, target), args.tasks)
+        subset = fixed_subset(model, target, args.tasks)
         subsets[model] = (subset, {workload_key(t.dispatched[0]): {"name": str(t.task_name), "weight": float(t.weight),
                                                                    "mflop": flop / 1e6} for t, flop in subset})
     # seeds outside, models inside: a run stopped early has every model at the seeds it finished
@@ -798,7 +765,7 @@ def main() -> None:
         "tasks_per_model": args.tasks, "rounds": args.rounds, "batch": args.batch, "seeds": seeds,
         "patience": args.patience, "min_task_improvement": args.min_task_improvement,
         "preempt_warmup": args.preempt_warmup, "search_threads": args.search_threads, "repeats": args.repeats,
-        "paired": args.paired, "doppler_estimator": args.estimator, "screen_repeats": args.screen_repeats,
+        "doppler_estimator": args.estimator, "screen_repeats": args.screen_repeats,
         **means,
         "estimator": ESTIMATOR,
         "per_run": {f"{r['model']}/seed{r['seed']}": {k: r[k] for k in per_run_keys if k in r} for r in rows},

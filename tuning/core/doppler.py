@@ -305,30 +305,6 @@ def estimate_run_secs(samples: Sequence[float], estimator: str = "mean") -> list
     return x if estimator == "mean" else [min(x)]
 
 
-def bracketed_ratios(candidate_s: Sequence[float], reference_s: Sequence[float]) -> list[float]:
-    """Per-repeat ratios of a candidate to a reference kernel timed around each of its repeats.
-
-    The timed order is ``ref_0, cand_0, ref_1, cand_1, ..., cand_{n-1}, ref_n``: shapes (n,) and
-    (n + 1,), seconds. ``ratio_i = cand_i / ((ref_i + ref_{i+1}) / 2)``: each candidate repeat
-    against the mean of the two reference repeats that bracket it, so a change of the machine's
-    speed that lasts longer than a repeat (tens of ms) cancels, and a linear drift across the
-    three repeats cancels exactly. Tandem's paired timing (docs/engines/tuning.md "DOPpler", measured in
-    ``bench/measurement_noise.py``): on the 2-vCPU VMs here a kernel's measured time moved up to
-    1.9x between measurements a second apart, while the ratio of two kernels timed back to back
-    moved much less.
-
-    Raises ``ValueError`` when the lengths do not fit (n >= 1) or a time is not finite and > 0.
-    """
-    cand = [float(c) for c in candidate_s]
-    ref = [float(r) for r in reference_s]
-    if not cand or len(ref) != len(cand) + 1:
-        raise ValueError(f"bracketed_ratios needs n >= 1 candidate repeats and n + 1 reference repeats, "
-                         f"got {len(cand)} and {len(ref)}")
-    if not all(math.isfinite(x) and x > 0 for x in cand + ref):
-        raise ValueError("bracketed_ratios: every time must be a finite number of seconds > 0")
-    return [c / ((ref[i] + ref[i + 1]) / 2.0) for i, c in enumerate(cand)]
-
-
 @dataclass
 class BatchDecision:
     """What the controller decided after one batch of a task.

@@ -92,11 +92,9 @@ def test_tune_command_with_doppler_on_two_rpc_servers(rpc_cluster, tmp_path, set
     monkeypatch.setenv("TANDEM_DOPPLER_DEVICES", f"rpc://127.0.0.1:{port}/{KEY}")
     out = io.StringIO()
     # matmul: one Linear(512, 512) at batch 64, one tuning task; 16 trials = 2 rounds of 8
-    # paired timing (off by default) on, so its RPC path (the reference kernel uploaded once per
-    # server and kept loaded) runs for real too; the peers (PyTorch eager, onnxruntime) measured
+    # the peers (PyTorch eager, onnxruntime) measured too
     call_command("tune", "--model", "matmul", "--target", "llvm", "--runner", "doppler", "--trials", "16",
-                 "--trials-per-round", "8", "--threads", "1", "--repeats", "5", "--json",
-                 "--option", 'doppler={"paired": true}', stdout=out)
+                 "--trials-per-round", "8", "--threads", "1", "--repeats", "5", "--json", stdout=out)
     summary = json.loads(out.getvalue().strip().splitlines()[-1])
     assert summary["runner"] == "doppler" and summary["trials_in_database"] == 16
     # the four peers, interleaved in 3 rounds of ceil(5 / 3) = 2 timings each
@@ -129,13 +127,6 @@ def test_tune_command_with_doppler_on_two_rpc_servers(rpc_cluster, tmp_path, set
     parallel = decisions[1]["measured_by"]
     assert len([k for k in parallel if ":" in k]) == 2, json.dumps(decisions)
     assert sum(parallel.values()) == 8, json.dumps(decisions)
-    # paired timing: every parallel measurement was timed against the task's reference kernel,
-    # chosen once (its scale is the same in both rounds)
-    for d in decisions:  # a measurement that failed in the parallel phase has no timing at all
-        assert d["n_candidates"] - d["n_errors"] - d["induced_failures"] <= d["paired"] <= d["n_candidates"]
-        assert d["paired"] >= 1, json.dumps(decisions)
-    assert decisions[0]["reference_level_s"] > 0
-    assert decisions[1]["reference_level_s"] == decisions[0]["reference_level_s"]
     # each server's own log shows it loaded candidates
     for log in server_logs:
         assert "load_module" in log.read_text(), log.read_text()[-2000:]

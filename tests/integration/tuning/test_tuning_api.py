@@ -71,7 +71,8 @@ def api(user):
         ({"model": "mlp", "runner": "doppler", "options": {"doppler": {"min_repeats": "abc"}}}, "options", "DOPpler options"),
         ({"model": "mlp", "runner": "doppler", "options": {"doppler": "notadict"}}, "options", "must be an object of DOPpler settings"),
         ({"model": "mlp", "runner": "doppler", "options": {"doppler": {"devices": "tpu:7"}}}, "options", "tpu:7"),
-        ({"model": "mlp", "runner": "doppler", "options": {"doppler": {"paired": "yes"}}}, "options", "paired must be true or false"),
+        ({"model": "mlp", "runner": "doppler", "options": {"doppler": {"paired": True}}}, "options",
+         "the DOPpler option 'paired' (paired timing against a reference kernel) was removed"),
         ({"model": "mlp", "runner": "doppler", "options": {"doppler": {"estimator": "median"}}}, "options",
          "estimator must be one of ['mean', 'min']"),
         ({"model": "mlp", "runner": "doppler", "options": {"doppler": {"screen_repeats": "2"}}}, "options",
@@ -82,7 +83,7 @@ def api(user):
          "unknown DOPpler option(s) ['Paired']; known: ['additive_step', 'backoff_factor', 'base_timeout_s', "
          "'build_timeout_s', 'build_workers', 'ci_rel_halfwidth', 'devices'"),
         # DOPpler settings with another runner were stored and silently ignored
-        ({"model": "mlp", "options": {"doppler": {"paired": True}}}, "options",
+        ({"model": "mlp", "options": {"doppler": {"estimator": "min"}}}, "options",
          "applies to runner 'doppler' only; this tuning uses 'local'"),
         ({"model": "mlp", "options": {"screen_ratio": 0.5}}, "options", "DOPpler settings go under 'doppler'"),
         # found by a fresh-clone try: 3e10 elements (120 GB) was accepted; contradictory budgets ran

@@ -17,7 +17,6 @@ import pytest
 
 from tuning.core.doppler import (
     DopController,
-    bracketed_ratios,
     DopplerConfig,
     best_fraction_indices,
     clearly_worse,
@@ -273,28 +272,3 @@ def test_config_from_options():
     with pytest.raises(ValueError, match="bogus"):
         DopplerConfig.from_options({"bogus": 1})
     assert math.isclose(DopplerConfig().max_rel_error, 0.05)
-
-
-# Paired timing: ref_0 cand_0 ref_1 cand_1 ref_2; ratio_i = cand_i / ((ref_i + ref_{i+1}) / 2), by hand
-@pytest.mark.parametrize("cand,ref,expected", [
-    ([2.0], [1.0, 1.0], [2.0]),
-    ([1.0], [1.0, 3.0], [0.5]),                      # reference 1 then 3: bracket mean 2
-    ([3.0, 6.0], [1.0, 2.0, 4.0], [2.0, 2.0]),       # the machine slows 2x per repeat: ratio stays 2
-    ([0.5, 0.5, 1.0], [1.0, 1.0, 1.0, 1.0], [0.5, 0.5, 1.0]),
-    ([1e-4], [2e-4, 2e-4], [0.5]),
-])
-def test_bracketed_ratios_by_hand(cand, ref, expected):
-    assert bracketed_ratios(cand, ref) == pytest.approx(expected)
-
-
-@pytest.mark.parametrize("cand,ref", [
-    ([], [1.0]),            # no candidate repeat
-    ([1.0], [1.0]),         # n + 1 references needed
-    ([1.0, 1.0], [1.0, 1.0]),
-    ([1.0], [1.0, 0.0]),    # a zero time
-    ([math.nan], [1.0, 1.0]),
-    ([1.0], [1.0, math.inf]),
-])
-def test_bracketed_ratios_refuses_bad_input(cand, ref):
-    with pytest.raises(ValueError, match="bracketed_ratios"):
-        bracketed_ratios(cand, ref)

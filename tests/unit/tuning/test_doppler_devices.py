@@ -73,3 +73,11 @@ def test_bad_screen_and_estimator_settings_are_refused_by_name():
             engine_settings({"screen_repeats": bad}, 1)
     _, config, _ = engine_settings({"estimator": "min", "screen_repeats": 2}, 1)
     assert config.estimator == "min" and config.screen_repeats == 2
+
+
+def test_the_removed_paired_option_is_refused_with_the_reason():
+    from tuning.backends.doppler import engine_settings
+
+    for value in (True, False):
+        with pytest.raises(ValueError, match=r"'paired'.*was removed.*Paired timing \(removed\)"):
+            engine_settings({"paired": value}, 1)

@@ -3,11 +3,11 @@ prepacking the candidates of one task lay their weights out differently (shapes 
 candidate's tiling chose them, same elements), and keyed by shape one task's state split per
 layout (its degree of parallelism never rose). The shapes below are the ones a real prepacked
 matmul task gave (Linear(512, 512) at batch 64)."""
-from tuning.backends.doppler import DopplerEngine, _Candidate
+from tuning.backends.doppler import DopplerEngine, Candidate
 
 
 def _cand(*shapes, dtype="float32", device="cpu"):
-    return _Candidate("x.so", device, [["TENSOR", dtype, list(s)] for s in shapes])
+    return Candidate("x.so", device, [["TENSOR", dtype, list(s)] for s in shapes])
 
 
 def test_layouts_of_one_task_share_a_key():
