@@ -27,7 +27,9 @@ class SimulationParams(serializers.Serializer):
     policies = serializers.ListField(
         child=serializers.ChoiceField(choices=list(POLICIES), error_messages={
             "invalid_choice": f'"{{input}}" is not a policy; known: {", ".join(POLICIES)}'}),
-        min_length=1, default=lambda: ["fifo", "gandiva", "horus"])
+        min_length=1, default=lambda: ["fifo", "gandiva", "horus"], error_messages={
+            "not_a_list": 'policies must be a JSON list of names, e.g. ["fifo", "horus"], not {input_type} '
+                          '(the simulate command takes a comma string; the API takes a list)'})
     cluster = serializers.RegexField(r"^(\d+x\d+)?$", required=False, allow_blank=True, default="", error_messages={
         "invalid": "cluster must be NxG (nodes x GPUs per node, e.g. 16x8), or empty for a cluster shaped like the trace"})
     seed = serializers.IntegerField(min_value=0, default=0)

@@ -150,3 +150,10 @@ def test_the_api_serializer_lists_the_known_policies():
     s = SimulationParams(data={"policies": ["horus", "nope"]})
     assert not s.is_valid()
     assert s.errors["policies"][1] == ['"nope" is not a policy; known: fifo, sjf, tiresias, gandiva, horus, horus+, random']
+
+
+def test_the_api_serializer_refuses_a_comma_string_with_the_list_form():
+    s = SimulationParams(data={"policies": "fifo,horus"})
+    assert not s.is_valid()
+    assert s.errors["policies"] == ['policies must be a JSON list of names, e.g. ["fifo", "horus"], not str '
+                                    '(the simulate command takes a comma string; the API takes a list)']

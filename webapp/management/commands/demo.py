@@ -118,17 +118,28 @@ def summary_table(*, user, since, step_seconds: dict[str, float], total_s: float
     from webapp.selectors import engine_headlines
 
     rows = [h for h in engine_headlines(user=user) if h.experiment.created_at >= since]
-    lines = ["", "Summary (each engine's headline against its baseline; lower/higher says which way is better)"]
-    head = f"{'engine':11s} {'figure':34s} {'ours':>14s}  {'baseline':32s} {'ratio':>7s}  verdict"
-    lines += [head, "-" * len(head)]
+    lines = ["", "Summary (each engine's headline against its baseline; the verdict reads the ratio, ours / baseline,"
+             " in the direction named)"]
+    cells = []
     for h in rows:
         if h.headline is None:
-            lines.append(f"{h.kind:11s} {h.error or 'no headline figure':34s}")
+            cells.append((h.kind, h.error or "no headline figure", "", "", "", ""))
             continue
         x = h.headline
-        ratio = f"{x.ratio:7.3f}" if x.ratio is not None else f"{'':7s}"
-        lines.append(f"{x.engine[:11]:11s} {x.metric[:34]:34s} {x.ours[:14]:>14s}  {(x.baseline_name + ' ' + x.baseline)[:32]:32s} "
-                     f"{ratio}  {x.verdict} ({x.better} is better)")
+        cells.append((x.engine, x.metric, x.ours, f"{x.baseline_name} {x.baseline}",
+                      f"{x.ratio:.3f}" if x.ratio is not None else "", f"{x.verdict} (ratio: {x.better} is better)"))
+    titles = ("engine", "figure", "ours", "baseline", "ratio", "verdict")
+    # columns as wide as their widest cell (no label cut short), a figure or baseline at most 60
+    widths = [min(60, max([len(t)] + [len(c[i]) for c in cells])) for i, t in enumerate(titles)]
+
+    def line(c: tuple[str, ...]) -> str:
+        out = [f"{c[0]:{widths[0]}s}", f"{c[1][:widths[1]]:{widths[1]}s}", f"{c[2]:>{widths[2]}s}",
+               f"{c[3][:widths[3]]:{widths[3]}s}", f"{c[4]:>{widths[4]}s}", c[5]]
+        return "  ".join(out).rstrip()
+
+    head = line(titles)
+    lines += [head, "-" * len(head)]
+    lines += [line(c) for c in cells]
     if not rows:
         lines.append("(no experiment succeeded)")
     lines.append("step wall times: " + ", ".join(f"{k} {v:.0f} s" for k, v in step_seconds.items())
