@@ -78,6 +78,9 @@ def test_bad_screen_and_estimator_settings_are_refused_by_name():
 def test_the_removed_paired_option_is_refused_with_the_reason():
     from tuning.backends.doppler import engine_settings
 
-    for value in (True, False):
+    for value in (True, "yes", 1):
         with pytest.raises(ValueError, match=r"'paired'.*was removed.*Paired timing \(removed\)"):
             engine_settings({"paired": value}, 1)
+    # false was the default: an experiment stored with it still runs, with the only timing there is
+    _, _, kwargs = engine_settings({"paired": False}, 1)
+    assert "paired" not in kwargs

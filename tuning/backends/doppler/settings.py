@@ -13,7 +13,7 @@ from .engine import DopplerEngine
 from .metaschedule import meta_classes
 from .slots import SlotSpec, parse_devices
 
-#: why ``paired`` is refused: the option was removed after it was measured not to pay
+#: why ``paired`` (other than false) is refused: the option was removed after it was measured not to pay
 REMOVED_PAIRED = ("the DOPpler option 'paired' (paired timing against a reference kernel) was removed: measured "
                   "here it let noise make candidates look up to 2x faster than they are; see docs/engines/tuning.md, "
                   "'Paired timing (removed)'")
@@ -46,7 +46,9 @@ def engine_settings(options: Any, num_threads: int) -> tuple[list[SlotSpec], Dop
             raise ValueError(f"build_workers must be an integer >= 1, got {build_workers!r}")
         build_timeout_s = float(opts.pop("build_timeout_s", 30.0))
         min_repeat_ms = int(opts.pop("min_repeat_ms", 10))
-        if "paired" in opts:
+        # false (the old default) is what every tuning does now, so experiments stored with it
+        # still run; true asks for what no longer exists
+        if opts.pop("paired", False) is not False:
             raise ValueError(REMOVED_PAIRED)
         max_process_uses = int(opts.pop("max_process_uses", 256))
         if not (build_timeout_s > 0 and math.isfinite(build_timeout_s)):
