@@ -73,7 +73,9 @@ def sample_kernel(task_mod, target, rand_state: int):
         if all(p.apply(sch) for p in ctx.space_generator.postprocs):
             mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(sch.mod)
             rt = tvm_build(mod, target=target)
-            args_info = [a.as_json() for a in ms.arg_info.ArgInfo.from_entry_func(task_mod, remove_preproc=True)]
+            # the scheduled module's arguments, as MetaSchedule's runner gets them: with weight
+            # prepacking the schedule picks its own weight layout
+            args_info = [a.as_json() for a in ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True)]
             return rt, args_info
     raise RuntimeError(f"no design space of rand_state {rand_state} passed the postprocessors")
 
