@@ -34,12 +34,20 @@ class WeightLearningParams(serializers.Serializer):
     w_max = serializers.IntegerField(min_value=1, max_value=1000, default=100)
     n_stack = serializers.IntegerField(min_value=1, max_value=16, default=4)
     keep_alive_s = serializers.FloatField(min_value=0, max_value=86400, default=60.0)
-    policy = serializers.ChoiceField(choices=[""], default="", help_text="'' = the shipped policy (evaluate mode)")
+    # a string that must be empty, not ChoiceField(choices=[""]): its schema would be an empty enum
+    policy = serializers.CharField(default="", allow_blank=True, max_length=256,
+                                   help_text="must be '': the shipped policy (evaluate mode); paths are not accepted")
     azure_sample = serializers.BooleanField(default=False)
     azure_speedup = serializers.FloatField(min_value=1, max_value=1000, default=10.0)
     reward = serializers.ChoiceField(choices=["step", "best"], default="step")
     cluster_id = serializers.IntegerField(required=False, min_value=1,
                                           help_text="evaluate on this registered cluster's nodes (evaluate mode)")
+
+    def validate_policy(self, value):
+        if value != "":
+            raise serializers.ValidationError(
+                f"{value!r} is not accepted: leave policy empty for the shipped policy (a path is never read)")
+        return value
 
     def validate_cluster_id(self, value):
         from webapp.models import Cluster
@@ -99,7 +107,7 @@ def weight_learning_headline(experiment):
     base = methods[best]["mean_improvement_vs_equal_percent"]
     budget = ((experiment.result or {}).get("params") or {}).get("budget", "?")
     metric = ((experiment.result or {}).get("params") or {}).get("metric", "mean")
-    return Headline(engine="rlweights", metric=f"{metric} latency vs equal weights (PPO)", ours=f"{ppo:+.1f} %",
+    return Headline(engine="rlweights", metric=f"{metric}-latency improvement over equal weights (PPO)", ours=f"{ppo:+.1f} %",
                     baseline_name=f"{best} (budget {budget})", baseline=f"{base:+.1f} %",
                     ratio=1.0 - s["ppo_vs_best_baseline_percent"] / 100.0, better="lower",
                     note=f"ratio: PPO's latency / {best}'s, on unseen setups and workloads; paper: +33 % vs fixed, +12 % vs best")

@@ -1,6 +1,7 @@
 """DRF serializers of the platform API (validation only; writes go through services)."""
 from __future__ import annotations
 
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from rest_framework import serializers
 
 from .importers import MAX_CPU_CORES, MAX_GPU_MEMORY_MIB, MAX_GPUS_PER_NODE, MAX_MEMORY_MIB
@@ -110,10 +111,39 @@ class FiniteJSONField(serializers.JSONField):
         return super().to_internal_value(data)
 
 
+class ExperimentParametersField(FiniteJSONField):
+    """An experiment's ``parameters``: a JSON object validated by its kind's
+    ``parameters_serializer`` (:class:`webapp.experiments.ExperimentKind`). In the OpenAPI schema
+    it is ``oneOf`` those serializers' components (:class:`ExperimentParametersSchema`), so every
+    kind's parameters, defaults and ranges are in ``/api/schema/``."""
+
+
+class ExperimentParametersSchema(OpenApiSerializerFieldExtension):
+    """drf-spectacular's schema of :class:`ExperimentParametersField`: ``oneOf`` every registered
+    kind's parameters component (the kind is chosen by the sibling field ``kind``, so there is no
+    discriminator inside ``parameters``)."""
+
+    target_class = "webapp.serializers.ExperimentParametersField"
+
+    def map_serializer_field(self, auto_schema, direction):
+        from .experiments import get_experiment_kind, registered_kinds
+
+        refs, names = [], []
+        for kind in registered_kinds():
+            ser = get_experiment_kind(kind).parameters_serializer
+            if ser is not None:
+                component = auto_schema.resolve_serializer(ser, direction)
+                refs.append(component.ref)
+                names.append(f"{kind}: {component.name}")
+        return {"type": "object", "oneOf": refs,
+                "description": "The kind's parameters (by kind: " + "; ".join(names) + "). "
+                               "Omitted fields take their defaults; an unknown field is refused."}
+
+
 class ExperimentSerializer(RejectUnknownFields, serializers.ModelSerializer):
     owner = serializers.CharField(source="owner.username", read_only=True)
     kind = serializers.ChoiceField(choices=[], help_text="A registered experiment kind")
-    parameters = FiniteJSONField(required=False)
+    parameters = ExperimentParametersField(required=False)
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -178,6 +178,26 @@ def test_openapi_schema_is_valid_openapi_3():
         assert p in doc["paths"], p
 
 
+def test_openapi_schema_gives_every_kinds_parameters():
+    # the README says every parameter of every kind is in the schema: each registered kind's
+    # serializer is a component, and an experiment's parameters are oneOf them
+    from webapp.experiments import get_experiment_kind, registered_kinds
+
+    doc = yaml.safe_load(APIClient().get("/api/schema/").content)
+    schemas = doc["components"]["schemas"]
+    one_of = {r["$ref"].rsplit("/", 1)[1] for r in schemas["Experiment"]["properties"]["parameters"]["oneOf"]}
+    kinds = [k for k in registered_kinds() if get_experiment_kind(k).parameters_serializer is not None]
+    assert len(one_of) == len(kinds) >= 6, (one_of, kinds)
+    for kind in kinds:
+        name = get_experiment_kind(kind).parameters_serializer.__name__
+        assert name in one_of and schemas[name]["properties"], (kind, name)
+    sim = schemas["SimulationParams"]["properties"]
+    policy_enum = schemas[sim["policies"]["items"]["$ref"].rsplit("/", 1)[1]]
+    assert sim["policies"]["type"] == "array" and "horus" in policy_enum["enum"]
+    assert sim["seed"]["minimum"] == 0
+    assert "trials_per_round" in schemas["TuningParameters"]["properties"]
+
+
 def test_swagger_ui_served_from_local_static(alice):
     c = APIClient()
     c.force_login(alice)
