@@ -118,7 +118,8 @@ class TuningParameters(serializers.Serializer):
 
             try:
                 validate_options(attrs["options"], attrs.get("num_threads") or default_num_threads(),
-                                 scheduler=attrs.get("scheduler", "gradient"), runner=attrs.get("runner", "local"))
+                                 scheduler=attrs.get("scheduler", "gradient"), runner=attrs.get("runner", "local"),
+                                 target_kind=attrs.get("target", "llvm"))
             except ValueError as err:
                 raise serializers.ValidationError({"options": str(err)}) from None
         if attrs.get("seed_database"):

@@ -32,10 +32,12 @@ def trimmer_only_option_names() -> list[str]:
     return sorted((set(TrimmerConfig.__dataclass_fields__) - set(_LOCAL_AND_GRADIENT)) | {"trimmer"})
 
 
-def validate_options(options: Any, num_threads: int, scheduler: str | None = None, runner: str | None = None) -> None:
+def validate_options(options: Any, num_threads: int, scheduler: str | None = None, runner: str | None = None,
+                     target_kind: str | None = None) -> None:
     """Check a tuning's ``options`` dict; ``num_threads`` is the tuning's thread count (DOPpler
     splits the cores into measurement slots of that size); ``scheduler`` / ``runner``: the
-    tuning's task scheduler and runner names, or None to skip the checks that need them.
+    tuning's task scheduler and runner names, or None to skip the checks that need them;
+    ``target_kind`` (``"llvm"``, ``"cuda"``): DOPpler's devices must be able to measure it.
 
     Raises ``ValueError`` with a message naming the option on: a non-dict, a NaN or infinite
     number, an unknown top-level name (flat names belong to the local runner, the gradient
@@ -66,7 +68,7 @@ def validate_options(options: Any, num_threads: int, scheduler: str | None = Non
         raise ValueError(f"option 'doppler' (DOPpler settings) applies to runner 'doppler' only; this tuning uses "
                          f"{runner!r} (add --runner doppler / \"runner\": \"doppler\", or drop it)")
     if "doppler" in options:  # (the environment's TANDEM_DOPPLER_DEVICES is checked when the engine starts)
-        engine_settings(options["doppler"], num_threads)
+        engine_settings(options["doppler"], num_threads, target_kind=target_kind)
     try:
         config_from_options(options)
     except (TypeError, OverflowError) as err:

@@ -73,6 +73,9 @@ def api(user):
         ({"model": "mlp", "runner": "doppler", "options": {"doppler": {"devices": "tpu:7"}}}, "options", "tpu:7"),
         ({"model": "mlp", "runner": "doppler", "options": {"doppler": {"paired": True}}}, "options",
          "the DOPpler option 'paired' (paired timing against a reference kernel) was removed"),
+        # found by a new-user try: CPU kernels measured on "cuda:7" and recorded as that GPU's
+        ({"model": "mlp", "runner": "doppler", "options": {"doppler": {"devices": "cuda:7"}}}, "options",
+         "DOPpler devices ['cuda7'] cannot measure a 'llvm' tuning"),
         ({"model": "mlp", "runner": "doppler", "options": {"doppler": {"estimator": "median"}}}, "options",
          "estimator must be one of ['mean', 'min']"),
         ({"model": "mlp", "runner": "doppler", "options": {"doppler": {"screen_repeats": "2"}}}, "options",

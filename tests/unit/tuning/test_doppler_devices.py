@@ -84,3 +84,31 @@ def test_the_removed_paired_option_is_refused_with_the_reason():
     # false was the default: an experiment stored with it still runs, with the only timing there is
     _, _, kwargs = engine_settings({"paired": False}, 1)
     assert "paired" not in kwargs
+
+
+def test_devices_that_cannot_measure_the_target_are_refused():
+    # a CPU tuning measured on "cuda:7" slots ran on the CPU and was recorded as cuda7's
+    from tuning.backends.doppler import engine_settings
+
+    with pytest.raises(ValueError, match=r"devices \['cuda7'\] cannot measure a 'llvm' tuning"):
+        engine_settings({"devices": "cuda:7"}, 1, target_kind="llvm")
+    with pytest.raises(ValueError, match=r"cannot measure a 'cuda' tuning"):
+        engine_settings({"devices": "cpu"}, 1, target_kind="cuda")
+    slots, _, _ = engine_settings({"devices": "cpu"}, 1, target_kind="llvm")
+    assert {s.kind for s in slots} == {"cpu"}
+    slots, _, _ = engine_settings({"devices": "cuda:0"}, 1, target_kind="cuda")  # existence: checked where it runs
+    assert [s.name for s in slots] == ["cuda0"]
+
+
+def test_a_gpu_index_this_machine_lacks_is_named_where_the_engine_starts():
+    import tvm
+
+    from tuning.backends.doppler.settings import check_gpus_present
+    from tuning.backends.doppler.slots import SlotSpec
+
+    index = 0
+    while tvm.cuda(index).exist:  # the first index this machine does not have
+        index += 1
+    with pytest.raises(ValueError, match=rf"\['cuda{index}'\]: no such CUDA device on this machine"):
+        check_gpus_present([SlotSpec(kind="cuda", name=f"cuda{index}", gpu=index)])
+    check_gpus_present([SlotSpec(kind="cpu", name="cpu0", cores=(0,))])  # CPU slots: nothing to check

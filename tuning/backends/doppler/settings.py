@@ -22,14 +22,41 @@ REMOVED_PAIRED = ("the DOPpler option 'paired' (paired timing against a referenc
 ENGINE_OPTION_NAMES = ("devices", "overlap", "build_workers", "build_timeout_s", "min_repeat_ms", "max_process_uses")
 
 
-def engine_settings(options: Any, num_threads: int) -> tuple[list[SlotSpec], DopplerConfig, dict[str, Any]]:
+#: the measurement-slot kinds each target kind can be measured on (RPC servers: any target)
+SLOT_KINDS_FOR_TARGET = {"llvm": ("cpu", "rpc"), "cuda": ("cuda", "rpc")}
+
+
+def check_slots_fit_target(slots: list[SlotSpec], target_kind: str) -> None:
+    """Raise ``ValueError`` when a measurement slot cannot measure ``target_kind`` (``"llvm"``,
+    ``"cuda"``): a CPU tuning's kernels measured on ``"cuda:7"`` slots would run on the CPU and be
+    recorded as the GPU's (found by a new-user try, 2026-12-04). Other target kinds pass."""
+    allowed = SLOT_KINDS_FOR_TARGET.get(target_kind)
+    wrong = sorted({s.name for s in slots if allowed is not None and s.kind not in allowed})
+    if wrong:
+        raise ValueError(f"DOPpler devices {wrong} cannot measure a {target_kind!r} tuning; use "
+                         + " or ".join(repr(k) for k in allowed) + " devices (e.g. 'cpu' for llvm, 'cuda' for cuda)")
+
+
+def check_gpus_present(slots: list[SlotSpec]) -> None:
+    """Raise ``ValueError`` naming a ``cuda`` slot whose GPU index this machine does not have
+    (checked where the engine starts, not where the API validates: the web host may have none)."""
+    import tvm
+
+    missing = [s.name for s in slots if s.kind == "cuda" and not tvm.cuda(int(s.gpu or 0)).exist]
+    if missing:
+        raise ValueError(f"DOPpler devices {missing}: no such CUDA device on this machine")
+
+
+def engine_settings(options: Any, num_threads: int,
+                    target_kind: str | None = None) -> tuple[list[SlotSpec], DopplerConfig, dict[str, Any]]:
     """Parse DOPpler's options (``TuningSetup.options["doppler"]``, a dict or None) without
     starting anything: returns (measurement slots, :class:`DopplerConfig`, the remaining
     :class:`DopplerEngine` keyword arguments). Used by :func:`make_engine` and by the tuning
     API's validation, so a bad value is refused before an experiment is stored.
 
     Raises ``ValueError`` naming the option on a non-dict, an unknown key, a value of the wrong
-    type or out of range, or a device string :func:`parse_devices` rejects."""
+    type or out of range, a device string :func:`parse_devices` rejects, or (with
+    ``target_kind``) devices that cannot measure that target (:func:`check_slots_fit_target`)."""
     if options is None:
         options = {}
     if not isinstance(options, dict):
@@ -60,6 +87,8 @@ def engine_settings(options: Any, num_threads: int) -> tuple[list[SlotSpec], Dop
             known = sorted(set(ENGINE_OPTION_NAMES) | set(DopplerConfig.__dataclass_fields__))
             raise ValueError(f"unknown DOPpler option(s) {unknown}; known: {known}")
         slots = parse_devices(devices, num_threads)
+        if target_kind is not None:
+            check_slots_fit_target(slots, target_kind)
         max_dop = int(opts.pop("max_dop", len(slots)))
         config = DopplerConfig.from_options(opts, max_dop=max_dop)
     except (TypeError, OverflowError) as err:  # e.g. a string where a number belongs
@@ -72,7 +101,9 @@ def engine_settings(options: Any, num_threads: int) -> tuple[list[SlotSpec], Dop
 def make_engine(setup: TuningSetup, on_decision: Callable[[dict], None] | None = None) -> DopplerEngine:
     """Build a :class:`DopplerEngine` from a :class:`TuningSetup` (options under ``"doppler"``) and
     warm it up (every worker started, imports paid, RPC sessions open) before tuning starts."""
-    slots, config, kwargs = engine_settings((setup.options or {}).get("doppler"), setup.num_threads)
+    slots, config, kwargs = engine_settings((setup.options or {}).get("doppler"), setup.num_threads,
+                                            target_kind=str((setup.target or {}).get("kind") or "") or None)
+    check_gpus_present(slots)
     from ..intrinsics import intrinsic_modules
 
     engine = DopplerEngine(slots, config=config, work_dir=setup.work_dir, seed=setup.seed,
