@@ -27,7 +27,7 @@ def run_demo(*, owner, stdout) -> dict:
     stdout.write(f"rlweights: shipped PPO policy on unseen setup {r['test_scenarios'][0]} with the Azure 2021 sample replayed "
                  f"{r['params']['azure_speedup']:g}x faster\n")
     for m, v in sorted(s["methods"].items(), key=lambda kv: -kv[1]["mean_improvement_vs_equal_percent"]):
-        stdout.write(f"  {m:14s} {v['mean_improvement_vs_equal_percent']:+6.2f}% mean latency vs equal weights\n")
+        stdout.write(f"  {m:14s} {v['mean_improvement_vs_equal_percent']:+6.2f}% mean-latency improvement over equal weights\n")
     stdout.write(f"  PPO vs best baseline ({s['best_baseline']}): {s['ppo_vs_best_baseline_percent']:+.2f}%\n")
     stdout.write("  learned weights: " + json.dumps(r["learned_weights"]) + "\n")
     stdout.write(r["kube_scheduler_configuration"])

@@ -3,10 +3,10 @@
 
     register_demo_step("placement", run_placement_demo, order=20)
 
-A step is ``fn(*, owner, stdout[, quick=False]) -> None``: it runs the engine's main job on real
-data from ``data/`` with embedded defaults (no services) as experiments owned by ``owner``, and
-prints where to see the result. A step that takes ``quick`` gets ``True`` from ``demo --quick``
-and then does its smallest real run. The demo's closing summary comes from the experiments the
+A step is ``fn(*, owner, stdout) -> None``: it runs the engine's main job on real data from
+``data/`` with embedded defaults (no services) as experiments owned by ``owner``, at the smallest
+size that still shows the engine's result (the whole demo's steps take about 100 s on a quiet
+2-core machine), and prints where to see the result. The demo's closing summary comes from the experiments the
 steps created, through each kind's ``headline`` (:class:`webapp.experiments.ExperimentKind`).
 """
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""The operator's walk through the dashboard after ``manage.py demo --quick``: the landing page
+"""The operator's walk through the dashboard after ``manage.py demo``: the landing page
 and every engine page, in headless Debian Chromium, with a data check on every figure.
 
 The data is real: the demo's own steps (each engine's smallest real run on data from ``data/``)
-write it, exactly as ``make demo --quick`` does for a new user. Every Plotly figure on a page must
+write it, exactly as ``make demo`` does for a new user. Every Plotly figure on a page must
 have a title, named axes and at least one trace with points; a page may show no figure only where
 it says why in its empty state. Screenshots go to ``$TANDEM_SCREENSHOT_DIR`` (default: the test's
 tmp dir); ``docs/img/`` holds the ones the README shows (refresh them with
@@ -45,10 +45,10 @@ FIGURES_JS = """
 
 @pytest.fixture
 def demo_world(transactional_db, settings, tmp_path):
-    """``manage.py demo --quick --no-serve`` into the test database, as a new user would run it."""
+    """``manage.py demo --no-serve`` into the test database, as a new user would run it."""
     settings.VAR_DIR = tmp_path / "var"  # fresh work dirs: a tuning must not resume an earlier run's exp-<id>
     out = io.StringIO()
-    call_command("demo", "--quick", "--no-serve", "--password", PASSWORD, stdout=out)
+    call_command("demo", "--no-serve", "--password", PASSWORD, stdout=out)
     print(out.getvalue())  # shown when the test fails: the demo's own summary and step times
     return out.getvalue()
 
@@ -79,7 +79,7 @@ def test_walk_landing_page_and_every_engine_page(live_server, demo_world, tmp_pa
     assert "Summary" in summary and "failed" not in summary.split("Summary", 1)[1].lower(), summary[-3000:]
     done = {e.kind: e.pk for e in Experiment.objects.filter(state="succeeded").order_by("created_at")}
     for kind in ("simulation", "tuning", "weight-learning", "federation-plan"):
-        assert kind in done, f"demo --quick ran no succeeded {kind} experiment: {sorted(done)}"
+        assert kind in done, f"demo ran no succeeded {kind} experiment: {sorted(done)}"
 
     pages = {
         "landing": "/",

@@ -12,6 +12,7 @@ def test_headline_from_summary():
     h = weight_learning_headline(exp)
     assert (h.ours, h.baseline, h.baseline_name) == ("+5.6 %", "+5.1 %", "random (budget 10)")
     assert abs(h.ratio - 0.9939) < 1e-9 and h.better == "lower" and h.verdict == "tie"
+    assert h.metric == "mean-latency improvement over equal weights (PPO)"  # "+5.6 %" reads as a gain
 
 
 def test_no_headline_without_ppo():
