@@ -231,4 +231,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env("TANDEM_LOG_LEVEL", default="INFO")},
+    # Django's own default console handler (DEBUG only) printed every 4xx a second time beside the
+    # root's line; its records reach the root handler above instead
+    "loggers": {"django": {"handlers": [], "level": "INFO", "propagate": True}},
 }
