@@ -205,7 +205,7 @@ def run_one(kind: str, subset, target: dict, args, work_dir: str, seed: int) -> 
     from tvm.s_tir import meta_schedule as ms
 
     from tuning.backends.energy import make_energy_meter
-    from tuning.backends.registry import TuningSetup, make_runner, make_scheduler
+    from tuning.backends.registry import TuningSetup, make_runner, make_scheduler, release_runner
     from tuning.backends.trimmer import EnergyLedger, config_from_options, make_ledger_callback
     from tuning.core.trimmer import TrimmerConfig, TrimmerState, oracle_stop, replay_rounds
     from tuning.pipeline import tune_contexts
@@ -246,8 +246,7 @@ def run_one(kind: str, subset, target: dict, args, work_dir: str, seed: int) -> 
         wall = time.monotonic() - t0
         r1 = meter.read()
     finally:
-        if callable(getattr(runner, "close", None)):
-            runner.close()
+        release_runner(runner)
     rep = sched.report() if kind == "trimmer" else ledger.state.report()
     replay = oracle = None
     if kind != "trimmer":

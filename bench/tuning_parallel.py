@@ -118,7 +118,7 @@ def tune_once(runner_name: str, extracted, selected, target, threads, args, work
     from tuning.backends import database as dbmod
     from tuning.backends.callbacks import RoundAccountingCallback, RoundClock
     from tuning.backends.energy import make_energy_meter
-    from tuning.backends.registry import TuningSetup, make_runner, make_scheduler
+    from tuning.backends.registry import TuningSetup, make_runner, make_scheduler, release_runner
     from tuning.pipeline import tune_contexts
 
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -145,8 +145,7 @@ def tune_once(runner_name: str, extracted, selected, target, threads, args, work
         total = time.perf_counter() - t_start
         engine_summary = runner.engine.summary() if hasattr(runner, "engine") else None
     finally:
-        if callable(getattr(runner, "close", None)):
-            runner.close()
+        release_runner(runner)
     split = {"build_seconds": totals["build"], "measure_seconds": totals["measure"],
              "search_seconds": total - setup_s - totals["build"] - totals["measure"]}
     best = {}

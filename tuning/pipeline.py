@@ -206,7 +206,7 @@ def _run(params: dict[str, Any], report: Report, record: Record, resume: dict[st
     from .backends.components import set_num_threads
     from .backends.energy import make_energy_meter
     from .backends.frontends import prepare_for_tuning
-    from .backends.registry import TuningSetup, make_runner, make_scheduler
+    from .backends.registry import TuningSetup, make_runner, make_scheduler, release_runner
     from .backends.targets import TargetMismatch, check_same_target, device_of
 
     set_num_threads(num_threads)  # this process's own TVM runtime (compile-time checks) too
@@ -326,8 +326,7 @@ def _run(params: dict[str, Any], report: Report, record: Record, resume: dict[st
                 raise cancelled[0] from None
             raise
         finally:
-            if callable(getattr(runner, "close", None)):  # runners with worker processes (DOPpler)
-                runner.close()
+            release_runner(runner)  # its worker processes end with the tuning, cancelled or not
         end = meter.read()
         tuning_seconds, tuning_joules = end.seconds, end.joules
         scheduler_rep = scheduler_report(scheduler)  # Trimmer: preemptions and energy attribution

@@ -78,6 +78,21 @@ def make_runner(name: str, setup: TuningSetup) -> tuple[Any, Any]:
     return _lookup(_RUNNERS, "runner", name)(setup)
 
 
+def release_runner(runner: Any) -> None:
+    """Stop the worker processes a runner holds, as soon as its tuning ends (normally, by a
+    cancel or by an error): ``runner.close()`` where the runner has one (DOPpler), else the
+    ``PopenPoolExecutor`` that MetaSchedule's ``LocalRunner`` keeps in ``runner.pool`` for its whole
+    life. Left to garbage collection, that pool's worker outlived a cancelled tuning for as long
+    as the Celery worker ran (a new-user try, 2026-12-04). Safe to call twice."""
+    close = getattr(runner, "close", None)
+    if callable(close):
+        close()
+        return
+    pool = getattr(runner, "pool", None)
+    if pool is not None and callable(getattr(pool, "shutdown", None)) and not getattr(pool, "_shutdown", False):
+        pool.shutdown(wait=False)
+
+
 def make_scheduler(name: str, setup: TuningSetup) -> Any:
     """Build the TaskScheduler registered as ``name``; raises :class:`UnknownComponent`."""
     return _lookup(_SCHEDULERS, "scheduler", name)(setup)

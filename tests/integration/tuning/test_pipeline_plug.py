@@ -51,3 +51,37 @@ def test_pipeline_runs_and_resumes_without_django(tmp_path):
     assert got["second"]["tasks"][0]["trials_done"] == 4
     assert got["s2"]["resumed_from_trials"] == 4 and got["s2"]["trials_this_attempt"] == 0
     assert got["s2"]["rounds"] == 1 and got["s2"]["tuning_wall_seconds"] == pytest.approx(rounds[0]["wall_seconds"])
+
+
+CANCEL_SCRIPT = r"""
+import json, sys
+import psutil
+from webapp.plug import Cancelled, Collect
+from tuning import pipeline
+work, search = sys.argv[1], json.loads(sys.argv[2])
+params = {"model": "mlp", "target": "llvm", "trials": 8, "trials_per_round": 4, "repeats": 3, "num_threads": 1,
+          "measure_eager": False, "options": {"builder_workers": 1, "search": search}, "work_dir": work}
+def report(pct, msg):  # the owner cancels as soon as the first round is reported
+    if "round" in msg and "trials" in msg:
+        raise Cancelled("cancelled by request")
+rows = Collect()
+try:
+    pipeline.run(params, report=report, record=rows)
+    outcome = "finished"
+except Cancelled:
+    outcome = "cancelled"
+kids = [" ".join(p.cmdline()) for p in psutil.Process().children(recursive=True)]
+print(json.dumps({"outcome": outcome, "rounds": len(rows.rows.get("rounds", [])), "children": kids}))
+"""
+
+
+def test_a_cancelled_tuning_leaves_no_worker_process(tmp_path):
+    # MetaSchedule's LocalRunner keeps a worker pool for its life; after a cancel it outlived the
+    # tuning until the Celery worker stopped (found by a new-user try)
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", CANCEL_SCRIPT, str(tmp_path / "work"), json.dumps(SMALL_SEARCH)],
+                         cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["outcome"] == "cancelled" and got["rounds"] == 1, got  # the measured round was kept
+    assert [k for k in got["children"] if "popen_worker" in k] == [], got["children"]
