@@ -4,11 +4,15 @@ final latency, side by side in one run (issue 6).
 What is tuned
 -------------
 For each model (torchvision resnet18 and mobilenet_v2, batch 1, 3x224x224, random weights:
-latency does not depend on weight values) the script imports the model and extracts its
-MetaSchedule tuning tasks through the product's own pipeline (:func:`fixed_subset`:
-``tuning.pipeline.load_model``, ``extract_tasks`` with weight prepacking on, as for every CPU
-tuning, and ``select_tasks``), for the product's LLVM target, so it tunes exactly the tasks
-``manage.py tune --max-tasks N`` would. A full model (about 20 tasks, each needing hundreds of trials to plateau) does not
+latency does not depend on weight values) each arm is one call of the product's pipeline,
+:func:`tuning.pipeline.run` (:func:`run_one`), exactly as ``manage.py tune --model M
+--max-tasks N --trials T --trials-per-round B --scheduler S --runner R`` would run it: the
+product's import, task extraction with weight prepacking (every CPU tuning's default), task
+selection, LLVM target, registry runner and scheduler, tune contexts and per-round records,
+with options checked by the product's validator. The benchmark looks in through
+:class:`tuning.pipeline.TuningHooks` (an observing energy ledger as an extra measure callback,
+the meter read around ``tune_tasks``) and skips the pipeline's whole-model measurement (the
+arms' kernels are re-measured together instead, below). A full model (about 20 tasks, each needing hundreds of trials to plateau) does not
 fit in an hour on this shared 2-core machine (one round of 16 candidates of a resnet18
 convolution takes about 26 s here), so the benchmark tunes a **documented fixed subset**: the
 ``--tasks`` heaviest tasks by ``weight * FLOP`` (default 1: the model's heaviest task, so that
@@ -16,7 +20,7 @@ one task gets a budget of 32 rounds x 16 = 512 trials within the time available;
 tasks had not plateaued: after the cost model's 100-candidate warm-up, about 7 rounds, too few
 rounds were left for Trimmer's patience to save energy) (FLOP from
 ``tvm.s_tir.analysis.estimate_tir_flops``; ties by extraction order, as the product). Both arms get the same maximum
-trial budget, ``max_trials_global = tasks * rounds * batch`` (``--rounds`` rounds of ``--batch``
+trial budget, ``trials = tasks * rounds * batch`` (``--rounds`` rounds of ``--batch``
 candidates per task on average; the gradient scheduler spends all of it, Trimmer stops when its
 rules say so), the same seed, the same cost model (XGBoost, fresh per arm) and the same
 builder/runner pair from the registry (``--runner``, default ``"doppler"``: DOPpler's warm
@@ -28,13 +32,14 @@ runner is made for each arm and closed after it.
 Search variance
 ---------------
 Two arms of the same seed search the same candidates until their measurements differ, no
-longer: MetaSchedule's evolutionary search runs on ``--search-threads`` threads (default 1, with
+longer: MetaSchedule's evolutionary search runs on ``--search-threads`` threads (the tuning
+option ``search_threads``; default 1, with
 which two baseline runs of one seed proposed the same first round here; with 2 its dynamic work
 sharing hands random streams to threads in no fixed order, and earlier runs of the *same*
 scheduler and seed found 0.904 and 1.806 ms in their first round), Trimmer's
 wrapper keeps its inner strategy's random state as the unwrapped strategy's (checked by
 ``tests/unit/tuning/test_trimmer_search.py``), and XGBoost scores with numpy's global generator
-during its warm-up, which is seeded per arm. Measured here (mobilenet_v2, rounds of 4): round 1
+during its warm-up, which the pipeline seeds with the tuning's seed before ``tune_tasks``. Measured here (mobilenet_v2, rounds of 4): round 1
 identical in both arms, round 2 3 of 4 candidates identical, as between two baseline runs of
 the same seed (the database's best records, which seed the next population, are ordered by noisy
 latencies). After that the arms diverge, and with one task, two independent searches of a few
@@ -171,87 +176,99 @@ def host_target(num_threads: int) -> dict:
     return make_target("llvm", num_threads)
 
 
-def fixed_subset(model_name: str, target: dict, k: int):
-    """The ``k`` tasks the product would tune first: the model imported, its tasks extracted
-    and the ``k`` largest by weight x FLOP kept exactly as ``manage.py tune --max-tasks k``
-    does (:func:`tuning.pipeline.load_model`, :func:`tuning.pipeline.extract_tasks` with the
-    product's weight-prepacking default :func:`tuning.pipeline.weight_prepack_for`,
-    :func:`tuning.pipeline.select_tasks`). Returns [(ExtractedTask, FLOP of one call)], heaviest
-    first."""
-    from tvm.s_tir.analysis import estimate_tir_flops
-
-    from tuning.pipeline import extract_tasks, load_model, select_tasks, weight_prepack_for
-
-    model = load_model({"model": model_name})
-    extracted = extract_tasks(model, target, weight_prepack_for({}, target))
-    chosen = [(extracted[i], float(estimate_tir_flops(extracted[i].dispatched[0])))
-              for i in select_tasks(extracted, k)]
-    return sorted(chosen, key=lambda tf: -tf[0].weight * tf[1])
-
-
 def workload_key(mod) -> str:
-    """Structural hash of a task's TIR module (the key MetaSchedule's database uses), as text."""
+    """Structural hash of a task's TIR module (the key MetaSchedule's database uses), as text:
+    the same string as the pipeline's ``workload_hash`` in its ``tasks`` rows."""
     import tvm_ffi
 
     return str(int(tvm_ffi.structural_hash(mod)) & 0xFFFFFFFFFFFFFFFF)
 
 
-def run_one(kind: str, subset, target: dict, args, work_dir: str, seed: int) -> dict:
-    """Tune ``subset`` with scheduler ``kind`` ("gradient" or "trimmer") into the JSON database in
-    ``work_dir`` with ``seed``; returns energy, wall time, trials and the energy ledger's report.
-    For the baseline it also replays the recorded rounds through Trimmer's rules (``replay``:
-    :func:`tuning.core.trimmer.replay_rounds`, with the Trimmer arm's configuration)."""
-    import numpy as np
-    from tvm.s_tir import meta_schedule as ms
+def arm_options(kind: str, args) -> dict:
+    """The ``options`` of one arm's tuning, as an operator would submit them, checked by the
+    product's own :func:`tuning.backends.options.validate_options` (``ValueError`` on a bad one).
+    The gradient arm gets no Trimmer-only option (the product refuses them there); the replay
+    reads Trimmer's configuration from :func:`replay_options` instead."""
+    from tuning.backends.options import trimmer_only_option_names, validate_options
 
-    from tuning.backends.energy import make_energy_meter
-    from tuning.backends.registry import TuningSetup, make_runner, make_scheduler, release_runner
+    options = replay_options(args)
+    if args.runner == "doppler":
+        options["doppler"] = {"build_timeout_s": args.build_timeout, "estimator": args.estimator,
+                              "screen_repeats": args.screen_repeats}
+    else:
+        options["builder_workers"] = args.builder_workers
+    options["build_timeout_s"] = args.build_timeout
+    options["search_threads"] = args.search_threads
+    if kind != "trimmer":
+        options = {k: v for k, v in options.items() if k not in trimmer_only_option_names()}
+    validate_options(options, args.threads, scheduler=kind, runner=args.runner, target_kind="llvm")
+    return options
+
+
+def replay_options(args) -> dict:
+    """Trimmer's settings of this run (``--patience``, ``--min-task-improvement``,
+    ``--preempt-warmup``), for the Trimmer arm and for the replay of the baseline's rounds."""
+    return {"patience": args.patience, "min_task_improvement": args.min_task_improvement,
+            "preempt_warmup": args.preempt_warmup}
+
+
+def run_one(kind: str, model: str, args, work_dir: str, seed: int) -> dict:
+    """Tune ``model``'s ``--tasks`` heaviest tasks with scheduler ``kind`` ("gradient" or
+    "trimmer") through the product's pipeline (:func:`tuning.pipeline.run`: the product's import,
+    extraction with weight prepacking, task selection, target, registry runner and scheduler,
+    tune contexts and per-round records) into the JSON database in ``work_dir`` with ``seed``,
+    without the final whole-model measurement (``TuningHooks(measure_model=False)``: the arms'
+    kernels are re-measured together afterwards). Energy and wall time are read at the
+    pipeline's hooks, around MetaSchedule's ``tune_tasks`` call alone. For the baseline an
+    observing Trimmer ledger rides along as an extra measure callback, and its recorded rounds
+    are replayed through Trimmer's rules (``replay``: :func:`tuning.core.trimmer.replay_rounds`,
+    with the Trimmer arm's configuration). Returns energy, wall time, trials, the ledger's
+    report and the pipeline's ``tasks`` rows."""
+    import numpy as np
+
+    from tuning import pipeline
     from tuning.backends.trimmer import EnergyLedger, config_from_options, make_ledger_callback
     from tuning.core.trimmer import TrimmerConfig, TrimmerState, oracle_stop, replay_rounds
-    from tuning.pipeline import tune_contexts
+    from webapp.plug import Collect
 
-    n = len(subset)
-    max_trials = n * args.rounds * args.batch
-    meter = make_energy_meter("cpu")
-    options = {"builder_workers": args.builder_workers, "build_timeout_s": args.build_timeout,
-               "doppler": {"build_timeout_s": args.build_timeout,
-                           "estimator": args.estimator, "screen_repeats": args.screen_repeats},
-               "patience": args.patience,
-               "min_task_improvement": args.min_task_improvement, "preempt_warmup": args.preempt_warmup}
-    setup = TuningSetup(target=target, num_threads=args.threads, work_dir=Path(work_dir), seed=seed,
-                        max_trials_global=max_trials, num_trials_per_iter=args.batch, energy_meter=meter,
-                        options=options)
-    builder, runner = make_runner(args.runner, setup)
-    try:
-        sched = make_scheduler(kind, setup)
-        # the product's tune contexts (tuning.pipeline.tune_contexts), on --search-threads threads
-        ctxs, weights = tune_contexts([t for t, _ in subset], Path(work_dir), args.search_threads, seed)
-        callbacks = ms.MeasureCallback.create("default")
-        ledger = None
+    options = arm_options(kind, args)
+    seen: dict = {}
+
+    def on_start(start):
+        seen["n"], seen["weights"] = len(start.task_weights), start.task_weights
+        seen["scheduler"] = start.scheduler
+        callbacks = []
         if kind != "trimmer":
             # observation only: the same attribution as Trimmer's, no decision taken from it
-            obs = TrimmerState(n, weights, TrimmerConfig(patience=10**6, min_rel_improvement=0.0),
+            obs = TrimmerState(seen["n"], seen["weights"], TrimmerConfig(patience=10**6, min_rel_improvement=0.0),
                                np.random.default_rng(0))
-            ledger = EnergyLedger(meter, obs)
-            callbacks = callbacks + [make_ledger_callback(ledger)]
-            ledger.start()
-        # XGBModel scores candidates with numpy's global generator until its warm-up ends: give both
-        # arms the same start (see "Search variance" in the module doc)
-        np.random.seed(seed)
-        r0 = meter.read()
-        t0 = time.monotonic()
-        ms.tune_tasks(tasks=ctxs, task_weights=weights, work_dir=work_dir, max_trials_global=max_trials,
-                      num_trials_per_iter=args.batch, builder=builder, runner=runner, measure_callbacks=callbacks,
-                      task_scheduler=sched)
-        wall = time.monotonic() - t0
-        r1 = meter.read()
-    finally:
-        release_runner(runner)
-    rep = sched.report() if kind == "trimmer" else ledger.state.report()
+            seen["ledger"] = EnergyLedger(start.meter, obs)
+            callbacks.append(make_ledger_callback(seen["ledger"]))
+            seen["ledger"].start()
+        seen["r0"], seen["t0"] = start.meter.read(), time.monotonic()
+        return callbacks
+
+    def on_end(start):
+        seen["wall"], seen["r1"] = time.monotonic() - seen["t0"], start.meter.read()
+
+    def report(pct: float, msg: str) -> None:
+        if "round" in msg:
+            print(f"#   {model} {kind}: {msg}", file=sys.stderr, flush=True)
+
+    max_trials = args.tasks * args.rounds * args.batch
+    params = {"model": model, "target": "llvm", "num_threads": args.threads, "trials": max_trials,
+              "trials_per_round": args.batch, "max_tasks": args.tasks, "runner": args.runner, "scheduler": kind,
+              "cost_model": "xgb", "seed": seed, "options": options, "work_dir": work_dir,
+              "lock_dir": str(Path(work_dir) / "locks")}
+    rows = Collect()
+    pipeline.run(params, report=report, record=rows,
+                 hooks=pipeline.TuningHooks(on_start=on_start, on_end=on_end, measure_model=False))
+    n, weights, r0, r1 = seen["n"], seen["weights"], seen["r0"], seen["r1"]
+    rep = seen["scheduler"].report() if kind == "trimmer" else seen["ledger"].state.report()
     replay = oracle = None
     if kind != "trimmer":
         recorded = [(r["task_id"], r["latencies_s"], r["joules"], r["seconds"]) for r in rep["rounds"]]
-        rp = replay_rounds(recorded, n, weights, config_from_options(options))
+        rp = replay_rounds(recorded, n, weights, config_from_options(replay_options(args)))
         replay = {"rounds": rp.rounds, "trials": rp.trials, "task_trials": rp.task_trials, "joules": rp.joules,
                   "ledger_joules": rep["joules"], "stop_reason": rp.stop_reason, "preempted_at": rp.preempted_at,
                   "skipped_rounds": rp.skipped_rounds}
@@ -263,7 +280,7 @@ def run_one(kind: str, subset, target: dict, args, work_dir: str, seed: int) -> 
         # an operator buys with --patience (in-tuning latencies; no re-measurement)
         sweep = []
         for p in PATIENCE_SWEEP:
-            sp = replay_rounds(recorded, n, weights, config_from_options({**options, "patience": p}))
+            sp = replay_rounds(recorded, n, weights, config_from_options({**replay_options(args), "patience": p}))
             sweep.append({"patience": p, "rounds": sp.rounds, "trials": sp.trials, "stop_reason": sp.stop_reason,
                           "energy_ratio": sp.joules / rep["joules"] if rep["joules"] > 0 else None,
                           "tuning_latency_ratio": (sp.weighted_total_s / rep["weighted_total_s"]
@@ -274,7 +291,7 @@ def run_one(kind: str, subset, target: dict, args, work_dir: str, seed: int) -> 
         "joules": r1.joules - r0.joules,
         "energy_source": r1.source,
         "energy_measured": r1.measured,
-        "wall_s": wall,
+        "wall_s": seen["wall"],
         "trials": rep["n_candidates"],
         "rounds": rep["n_rounds"],
         "tuning_latency_s": rep["weighted_total_s"],
@@ -290,6 +307,7 @@ def run_one(kind: str, subset, target: dict, args, work_dir: str, seed: int) -> 
                        round(r["joules"], 1)] for r in rep["rounds"]],
         "replay": replay,
         "oracle": oracle,
+        "tasks": rows.rows["tasks"],
     }
 
 
@@ -619,26 +637,31 @@ def main() -> None:
         ap.error(f"--models names a model twice: {args.models!r}")
     check_out_path(ap, args.out)
 
+    try:  # the arms' options, checked by the product before anything is tuned
+        for arm in ARMS[args.mode]:
+            arm_options(ARM_SCHEDULER[arm], args)
+    except ValueError as err:
+        ap.error(str(err))
     target = host_target(args.threads)
     rows, details = [], []
     load0 = os.getloadavg()
     ratio = lambda a, c: (a / c) if (a is not None and c) else None  # noqa: E731
-    subsets = {}
-    for model in models:
-        subset = fixed_subset(model, target, args.tasks)
-        subsets[model] = (subset, {workload_key(t.dispatched[0]): {"name": str(t.task_name), "weight": float(t.weight),
-                                                                   "mflop": flop / 1e6} for t, flop in subset})
     # seeds outside, models inside: a run stopped early has every model at the seeds it finished
     for seed in seeds:
         for model in models:
-            subset, tasks = subsets[model]
-            keys = list(tasks)
             res, dirs, first, first_s = {}, {}, {}, {}
             try:
                 for arm in ARMS[args.mode]:
                     kind = ARM_SCHEDULER[arm]
                     dirs[arm] = tempfile.mkdtemp(prefix=f"bench-{model}-{arm}-")
-                    res[arm] = run_one(kind, subset, target, args, dirs[arm], seed)
+                    res[arm] = run_one(kind, model, args, dirs[arm], seed)
+                    if arm == "gradient":  # the tasks the pipeline tuned (heaviest first by weight x FLOP)
+                        tasks = {str(t["workload_hash"]): {"name": str(t["name"]), "weight": float(t["weight"]),
+                                                           "mflop": float(t["flop_count"]) / 1e6}
+                                 for t in sorted(res[arm]["tasks"], key=lambda t: -t["weight"] * t["flop_count"])}
+                        keys = list(tasks)
+                    elif sorted(str(t["workload_hash"]) for t in res[arm]["tasks"]) != sorted(keys):
+                        raise RuntimeError(f"{model}: arm {arm} tuned other tasks than the baseline")
                     first[arm] = first_round_traces(dirs[arm], args.batch)
                     first_s[arm] = first_round_seconds(dirs[arm], args.batch)
                     print(f"# {model} seed {seed} {arm}: {json.dumps(res[arm])}", file=sys.stderr, flush=True)

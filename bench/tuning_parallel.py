@@ -1,19 +1,23 @@
 """DOPpler against MetaSchedule's defaults, side by side in one run.
 
-For each model: import it (torch.export -> Relax), extract its tuning tasks, keep a fixed subset
-of the heaviest tasks (``--tasks N``: the N largest by weight x FLOP, the same rule as
-``manage.py tune --max-tasks``), then tune the SAME tasks with the SAME trial budget, batch size,
-seed, target and thread count twice:
+For each model: tune the SAME tasks (the ``--tasks N`` heaviest by weight x FLOP, the rule of
+``manage.py tune --max-tasks``) with the SAME trial budget, batch size, seed, target, thread
+count and task scheduler (``round-robin``, ``--trials`` per task) twice, each tuning one call of
+the product's pipeline (:func:`tuning.pipeline.run`, as ``manage.py tune`` runs it):
 
 * ``local``: MetaSchedule's ``LocalBuilder`` + ``LocalRunner`` (Tandem's runner "local");
 * ``doppler``: DOPpler's warm build workers + parallel runner (Tandem's runner "doppler").
 
-Each tuning's wall time is split by runner-neutral wrappers: build = inside ``Builder.build``,
-measurement = inside ``Runner.run`` plus blocked on its futures, setup = creating the builder and
-runner (DOPpler's warm-up of its workers), search = the rest; the tuned model is then compiled
-with each database and its end-to-end latency measured in a fresh subprocess (median of
-``--repeats`` runs). Figures: total tuning wall-time ratio (doppler / local), measurement-phase
-ratio, final latency ratio, the split for both, DOPpler's DOP trajectory.
+Each tuning's wall time is split by the pipeline's own runner-neutral round accounting
+(:func:`tune_once`: build = inside ``Builder.build``, measurement = inside ``Runner.run`` plus
+blocked on its futures, search = the rest of each round, setup = making the runner, DOPpler's
+warm-up of its workers). The pipeline's own whole-model measurement is skipped
+(``TuningHooks(measure_model=False)``): instead the bench imports and extracts the model once
+with the pipeline's functions, compiles it with each arm's database and times both arms
+alternately (A B B A) in fresh subprocesses (median of ``--repeats`` runs), and times the tuned
+subset's kernels of both arms interleaved in one subprocess. Figures: total tuning wall-time
+ratio (doppler / local), measurement-phase ratio, final latency ratio (end to end and subset),
+the split for both, DOPpler's DOP trajectory.
 
 Prints ONE JSON line and writes a CSV (one row per model x runner) to ``--out``.
 Example: ``nice -n 10 python bench/tuning_parallel.py --models resnet18,mobilenet_v2 --tasks 2
@@ -33,62 +37,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings.dev")
-
-
-def _phase_timers():
-    """Runner-neutral wall-clock split: ``build`` = inside ``Builder.build``; ``measure`` = inside
-    ``Runner.run`` plus blocked in the futures' ``result()`` (LocalRunner measures inside ``run``,
-    DOPpler when the tuner waits); search = the rest of the tuning. Returns (wrap_builder,
-    wrap_runner, totals dict)."""
-    from tvm.ir.utils import derived_object
-    from tvm.s_tir.meta_schedule.builder import PyBuilder
-    from tvm.s_tir.meta_schedule.runner import PyRunner, PyRunnerFuture
-
-    totals = {"build": 0.0, "measure": 0.0}
-
-    @derived_object
-    class TB(PyBuilder):
-        def __init__(self, inner):
-            super().__init__()
-            self.inner = inner
-
-        def build(self, build_inputs):
-            t0 = time.perf_counter()
-            try:
-                return self.inner.build(build_inputs)
-            finally:
-                totals["build"] += time.perf_counter() - t0
-
-    @derived_object
-    class TF(PyRunnerFuture):
-        def __init__(self, inner):
-            super().__init__()
-            self.inner = inner
-
-        def done(self):
-            return bool(self.inner.done())
-
-        def result(self):
-            t0 = time.perf_counter()
-            try:
-                return self.inner.result()
-            finally:
-                totals["measure"] += time.perf_counter() - t0
-
-    @derived_object
-    class TR(PyRunner):
-        def __init__(self, inner):
-            super().__init__()
-            self.inner = inner
-
-        def run(self, runner_inputs):
-            t0 = time.perf_counter()
-            try:
-                return [TF(f) for f in self.inner.run(runner_inputs)]
-            finally:
-                totals["measure"] += time.perf_counter() - t0
-
-    return TB, TR, totals
 
 
 def warm_parent(extracted, selected, threads: int, seed: int, work_dir: Path) -> float:
@@ -111,52 +59,59 @@ def warm_parent(extracted, selected, threads: int, seed: int, work_dir: Path) ->
     return time.perf_counter() - t0
 
 
-def tune_once(runner_name: str, extracted, selected, target, threads, args, work_dir: Path) -> dict:
-    """Tune ``selected`` tasks with runner ``runner_name``; returns timings, split, database."""
-    from tvm.s_tir import meta_schedule as ms
-
+def tune_once(runner_name: str, model_name: str, expected_hashes: list[str], threads: int, args,
+              work_dir: Path) -> dict:
+    """Tune ``model_name``'s ``--tasks`` heaviest tasks with runner ``runner_name`` through the
+    product's pipeline (:func:`tuning.pipeline.run`, scheduler ``round-robin``, ``--trials`` per
+    task, no whole-model measurement: the arms are timed together afterwards), reading the
+    runner's own summary at the pipeline's ``on_end`` hook. Times (seconds, from the pipeline's
+    energy meter, which starts just before the runner is made): ``total_s`` up to the end of
+    ``tune_tasks``; the pipeline's per-round ``search``/``build``/``measure`` split (build =
+    inside ``Builder.build``, measurement = inside ``Runner.run`` plus blocked on its futures,
+    search = the rest of each round, :mod:`tuning.backends.callbacks`); ``setup_s`` = the rest
+    (making the runner and scheduler: DOPpler's warm-up of its workers). Raises
+    ``RuntimeError`` when the pipeline tuned other tasks than ``expected_hashes`` (the parent's
+    selection)."""
+    from tuning import pipeline
     from tuning.backends import database as dbmod
-    from tuning.backends.callbacks import RoundAccountingCallback, RoundClock
-    from tuning.backends.energy import make_energy_meter
-    from tuning.backends.registry import TuningSetup, make_runner, make_scheduler, release_runner
-    from tuning.pipeline import tune_contexts
+    from tuning.backends.options import validate_options
+    from webapp.plug import Collect, no_report
 
-    work_dir.mkdir(parents=True, exist_ok=True)
-    setup = TuningSetup(target=target, num_threads=threads, work_dir=work_dir, seed=args.seed,
-                        max_trials_global=args.trials * len(selected), num_trials_per_iter=args.trials_per_round,
-                        options={"doppler": json.loads(args.doppler_options)})
-    meter = make_energy_meter("cpu")
-    t_start = time.perf_counter()
-    builder, runner = make_runner(runner_name, setup)  # DOPpler's warm-up is part of its tuning time
-    setup_s = time.perf_counter() - t_start
-    wrap_builder, wrap_runner, totals = _phase_timers()
-    clock = RoundClock(meter)
-    rounds = []
-    callback = RoundAccountingCallback(clock, rounds.append, round_details=getattr(runner, "round_details", None))
-    contexts, weights = tune_contexts([extracted[i] for i in selected], work_dir, threads, args.seed)
-    database = dbmod.open_database(work_dir)
-    try:
-        ms.tune_tasks(tasks=contexts, task_weights=weights, work_dir=str(work_dir),
-                      max_trials_global=args.trials * len(selected), max_trials_per_task=args.trials,
-                      num_trials_per_iter=args.trials_per_round, builder=wrap_builder(builder), runner=wrap_runner(runner),
-                      database=database, cost_model="xgb",
-                      measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), callback],
-                      task_scheduler=make_scheduler("round-robin", setup))
-        total = time.perf_counter() - t_start
-        engine_summary = runner.engine.summary() if hasattr(runner, "engine") else None
-    finally:
-        release_runner(runner)
-    split = {"build_seconds": totals["build"], "measure_seconds": totals["measure"],
-             "search_seconds": total - setup_s - totals["build"] - totals["measure"]}
-    best = {}
+    options: dict = {}
+    if runner_name == "doppler":
+        options["doppler"] = json.loads(args.doppler_options)
+    validate_options(options, threads, scheduler="round-robin", runner=runner_name, target_kind="llvm")
+    seen: dict = {}
+
+    def on_end(start):
+        seen["total_s"] = start.meter.read().seconds
+        seen["engine"] = start.runner.engine.summary() if hasattr(start.runner, "engine") else None
+
+    params = {"model": model_name, "target": "llvm", "num_threads": threads, "trials": args.trials * args.tasks,
+              "max_trials_per_task": args.trials, "trials_per_round": args.trials_per_round, "max_tasks": args.tasks,
+              "runner": runner_name, "scheduler": "round-robin", "cost_model": "xgb", "seed": args.seed,
+              "options": options, "work_dir": str(work_dir), "lock_dir": str(work_dir.parent / f"{work_dir.name}-locks")}
+    rows = Collect()
+    summary = pipeline.run(params, report=no_report, record=rows, hooks=pipeline.TuningHooks(on_end=on_end,
+                                                                                              measure_model=False))
+    tuned = sorted(str(t["workload_hash"]) for t in rows.rows["tasks"])
+    if tuned != sorted(expected_hashes):
+        raise RuntimeError(f"{model_name}/{runner_name}: the pipeline tuned tasks {tuned}, the parent selected "
+                           f"{sorted(expected_hashes)}")
+    rounds = rows.rows.get("rounds", [])
+    names = {t["task_index"]: t["name"] for t in rows.rows["tasks"]}
+    split = {k: float(summary[k]) for k in ("search_seconds", "build_seconds", "measure_seconds")}
+    best: dict[str, float] = {}
     for r in rounds:
-        if r.best_seconds is not None:
-            best[r.task_name] = min(best.get(r.task_name, float("inf")), r.best_seconds)
-    return {"total_s": total, **split, "setup_s": setup_s, "rounds": len(rounds),
-            "trials": sum(len(r.candidates) for r in rounds),
-            "errors": sum(1 for r in rounds for c in r.candidates if c.error),
-            "best_task_seconds": best, "database": database, "engine": engine_summary,
-            "dop_per_round": [r.details.get("doppler", {}).get("dop") for r in rounds] if runner_name == "doppler" else None}
+        if r["best_seconds"] is not None:
+            name = names[r["task_index"]]
+            best[name] = min(best.get(name, float("inf")), float(r["best_seconds"]))
+    return {"total_s": seen["total_s"], **split, "setup_s": seen["total_s"] - sum(split.values()),
+            "rounds": len(rounds), "trials": sum(len(r["candidates"]) for r in rounds),
+            "errors": sum(r["num_errors"] for r in rounds), "best_task_seconds": best,
+            "database": dbmod.open_database(work_dir), "engine": seen["engine"],
+            "dop_per_round": ([(r["details"].get("doppler") or {}).get("dop") for r in rounds]
+                              if runner_name == "doppler" else None)}
 
 
 def build_best_kernels(database, extracted, selected, target, out_dir: Path) -> list[dict]:
@@ -180,7 +135,9 @@ def build_best_kernels(database, extracted, selected, target, out_dir: Path) -> 
         lib = out_dir / f"task{i}.so"
         tvm_build(mod, target=tvm_target).export_library(str(lib))
         kernels.append({"task": task.task_name, "weight": int(task.weight), "lib": str(lib),
-                        "args_info": [a.as_json() for a in ArgInfo.from_prim_func(sch.mod["main"])]})
+                        # the kernel's own arguments, as MetaSchedule's runner takes them: with weight
+                        # prepacking the weights come in the rewritten layout
+                        "args_info": [a.as_json() for a in ArgInfo.from_entry_func(sch.mod, remove_preproc=True)]})
     return kernels
 
 
@@ -280,12 +237,13 @@ def main(argv: list[str] | None = None) -> None:
 
     django.setup()
     import tvm
+    import tvm_ffi
 
     from tuning.backends.components import set_num_threads
-    from tuning.backends.frontends import build_with_database, import_torch_model, prepare_for_tuning
+    from tuning.backends.frontends import build_with_database, prepare_for_tuning
     from tuning.backends.latency import measure_in_subprocess
     from tuning.backends.targets import available_cores, make_target
-    from tuning.pipeline import extract_tasks, select_tasks, weight_prepack_for
+    from tuning.pipeline import extract_tasks, load_model, select_tasks, weight_prepack_for
 
     threads = args.threads or available_cores()
     set_num_threads(threads)
@@ -296,7 +254,7 @@ def main(argv: list[str] | None = None) -> None:
                          "loadavg_1m_start": load1, "models": {}}
     root = Path(tempfile.mkdtemp(prefix="bench-doppler-"))
     for name in [m for m in args.models.split(",") if m]:
-        model = import_torch_model(name)
+        model = load_model({"model": name})  # the product's import (in a child process)
         prepack = weight_prepack_for({}, target)  # the product's default, the same tasks for both arms
         extracted = extract_tasks(model, target, prepack)  # the product's extraction and selection
         prepared = prepare_for_tuning(model.mod, prepack)  # the product's final-build pipeline
@@ -306,9 +264,10 @@ def main(argv: list[str] | None = None) -> None:
         order = [r for r in args.order.split(",") if r]
         if sorted(order) != ["doppler", "local"]:
             raise SystemExit(f"--order must name local and doppler once each, not {args.order!r}")
+        hashes = [str(int(tvm_ffi.structural_hash(extracted[i].dispatched[0])) & 0xFFFFFFFFFFFFFFFF) for i in selected]
         warm_s = warm_parent(extracted, selected, threads, args.seed, root / name / "warm")
         for runner_name in order:
-            r = tune_once(runner_name, extracted, selected, target, threads, args, root / name / runner_name)
+            r = tune_once(runner_name, name, hashes, threads, args, root / name / runner_name)
             db = r.pop("database")
             ex = build_with_database(prepared, tvm_target, db, prepack)
             libs[runner_name] = root / name / f"{runner_name}.so"

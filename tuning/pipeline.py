@@ -1,6 +1,6 @@
 """The tuning engine's Django-free pipeline (the engine plug, :mod:`webapp.plug`).
 
-``run(params, *, report, record, resume=None) -> dict`` imports the model, extracts its tuning
+``run(params, *, report, record, resume=None, hooks=None) -> dict`` imports the model, extracts its tuning
 tasks, tunes them with MetaSchedule ``tune_tasks`` using the builder/runner and task scheduler
 registered under the requested names (:mod:`tuning.backends.registry`), then compiles the model
 with the database applied and measures tuned, untuned, PyTorch-eager and onnxruntime latency
@@ -43,8 +43,9 @@ import logging
 import os
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from webapp.plug import Record, Report
 
@@ -179,9 +180,48 @@ def budget_plan(costs: list[float], trials: int, minimum: int) -> dict[str, Any]
     return {"per_task": per, "needed": needed, "short": False, "warning": None}
 
 
+@dataclass
+class TuningStart:
+    """What :attr:`TuningHooks.on_start` and :attr:`TuningHooks.on_end` see of one tuning: the
+    energy ``meter`` (:class:`tuning.backends.energy.EnergyMeter`, started when the components
+    were made), the registry's ``builder``, ``runner`` and task ``scheduler`` (unwrapped), the
+    MetaSchedule tune ``contexts``, their ``task_weights`` (calls per inference) and
+    ``task_indices`` (positions in the model's extracted tasks), and the ``setup``
+    (:class:`tuning.backends.registry.TuningSetup`)."""
+
+    meter: Any
+    builder: Any
+    runner: Any
+    scheduler: Any
+    contexts: list[Any]
+    task_weights: list[float]
+    task_indices: list[int]
+    setup: Any
+
+
+@dataclass
+class TuningHooks:
+    """A caller's view into one :func:`run`, for the benchmarks (not an experiment parameter:
+    nothing here is stored or reachable from the API).
+
+    ``on_start(start) -> callbacks``: called once the components and tune contexts exist, right
+    before MetaSchedule's ``tune_tasks``; the MetaSchedule measure callbacks it returns run after
+    the product's own (an observing energy ledger, say). ``on_end(start)``: called when
+    ``tune_tasks`` returned normally, before the runner's workers are released (to read a
+    runner's own summary). Neither is called when nothing is left to tune.
+    ``measure_model=False`` skips the final whole-model builds and the peer measurement: the
+    summary then has no ``tuned``/``untuned``/``eager``/``onnxruntime`` entries (a benchmark
+    that times the kernels itself saves minutes per arm)."""
+
+    on_start: Callable[[TuningStart], Sequence[Any]] | None = None
+    on_end: Callable[[TuningStart], None] | None = None
+    measure_model: bool = True
+
+
 def run(params: Mapping[str, Any], *, report: Report, record: Record,
-        resume: Mapping[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
-    """Run (or resume) one tuning; returns the JSON-serialisable summary. See the module docstring."""
+        resume: Mapping[str, list[dict[str, Any]]] | None = None, hooks: TuningHooks | None = None) -> dict[str, Any]:
+    """Run (or resume) one tuning; returns the JSON-serialisable summary. See the module docstring;
+    ``hooks`` (:class:`TuningHooks`) let a benchmark observe the tuning without driving it."""
     from .backends.targets import device_of, make_target
 
     params = {**DEFAULTS, **dict(params)}
@@ -192,11 +232,12 @@ def run(params: Mapping[str, Any], *, report: Report, record: Record,
     target = make_target(params["target"], num_threads)
     lock_dir = Path(params.get("lock_dir") or work_dir.parent / "locks")
     with device_lock(device_of(target), lock_dir, report):
-        return _run(params, report, record, dict(resume or {}), target, num_threads, work_dir)
+        return _run(params, report, record, dict(resume or {}), target, num_threads, work_dir, hooks or TuningHooks())
 
 
 def _run(params: dict[str, Any], report: Report, record: Record, resume: dict[str, list[dict[str, Any]]],
-         target: dict[str, Any], num_threads: int, work_dir: Path) -> dict[str, Any]:
+         target: dict[str, Any], num_threads: int, work_dir: Path, hooks: TuningHooks) -> dict[str, Any]:
+    import numpy as np
     import tvm_ffi
     from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.analysis import estimate_tir_flops
@@ -308,19 +349,29 @@ def _run(params: dict[str, Any], report: Report, record: Record, resume: dict[st
         clock = RoundClock(meter)
         callback = RoundAccountingCallback(clock, on_round, first_round_index=first_round,
                                            round_details=getattr(runner, "round_details", None))
-        contexts, weights = tune_contexts([extracted[i] for i in to_tune], work_dir, num_threads,
-                                          int(params["seed"]), (params.get("options") or {}).get("search"))
+        options = params.get("options") or {}
+        contexts, weights = tune_contexts([extracted[i] for i in to_tune], work_dir,
+                                          int(options.get("search_threads") or num_threads),
+                                          int(params["seed"]), options.get("search"))
+        start = TuningStart(meter=meter, builder=builder, runner=runner, scheduler=scheduler, contexts=contexts,
+                            task_weights=[float(w) for w in weights], task_indices=list(to_tune), setup=setup)
         progress(5 + 80 * min(1.0, done_total / max(1, trials)),
                  f"tuning {len(to_tune)} tasks, {remaining} trials" + (f" (resumed: {done_total} done)" if done_total else ""))
         try:
+            extra_callbacks = list(hooks.on_start(start) or []) if hooks.on_start else []
+            # XGBoost's model scores candidates with numpy's global generator until its warm-up
+            # ends: seeded here, two tunings of one seed start alike (bench/tuning_energy.py)
+            np.random.seed(int(params["seed"]) % (2 ** 32))
             ms.tune_tasks(
                 tasks=contexts, task_weights=weights, work_dir=str(work_dir), max_trials_global=remaining,
                 max_trials_per_task=per_task_cap, num_trials_per_iter=int(params["trials_per_round"]),
                 builder=TimedBuilder(builder, clock), runner=TimedRunner(runner, clock), database=database,
                 cost_model=params["cost_model"],
-                measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), callback],
+                measure_callbacks=[*ms.measure_callback.MeasureCallback.create("default"), callback, *extra_callbacks],
                 task_scheduler=scheduler,
             )
+            if hooks.on_end:
+                hooks.on_end(start)
         except Exception:
             if cancelled:
                 raise cancelled[0] from None
@@ -343,9 +394,12 @@ def _run(params: dict[str, Any], report: Report, record: Record, resume: dict[st
         record("task_states", [{"task_index": i, "state": "finished", "preempted": False} for i in selected])
 
     # --- result ------------------------------------------------------------------------------------
-    progress(88, "compiling tuned and untuned builds")
-    result = measure_result(model, prepare_for_tuning(model.mod, prepack), target, num_threads, database, work_dir,
-                            params, progress, weight_prepack=prepack)
+    if hooks.measure_model:
+        progress(88, "compiling tuned and untuned builds")
+        result = measure_result(model, prepare_for_tuning(model.mod, prepack), target, num_threads, database, work_dir,
+                                params, progress, weight_prepack=prepack)
+    else:
+        result = {}
     split = {k: sum(float(r[k]) for r in rounds) for k in
              ("search_seconds", "build_seconds", "measure_seconds", "search_joules", "build_joules", "measure_joules")}
     last = rounds[-1] if rounds else None
@@ -371,7 +425,8 @@ def _run(params: dict[str, Any], report: Report, record: Record, resume: dict[st
 
     try:  # the last message a finished tuning shows (not "measuring PyTorch eager")
         report(99, f"finished: tuned {result['tuned']['median_s'] * 1e3:.2f} ms, "
-                   f"untuned {result['untuned']['median_s'] * 1e3:.2f} ms")
+                   f"untuned {result['untuned']['median_s'] * 1e3:.2f} ms" if result else
+                   f"finished: {summary['trials_this_attempt']} trials (the model was not measured)")
     except Cancelled:  # a cancel after everything was measured: keep the result
         pass
     return summary

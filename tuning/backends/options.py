@@ -21,7 +21,7 @@ def known_option_names() -> list[str]:
     """Every top-level option name some registered component reads (sorted)."""
     from tuning.core.trimmer import TrimmerConfig
 
-    return sorted(set(_LOCAL_AND_GRADIENT) | set(TrimmerConfig.__dataclass_fields__) | {"doppler", "trimmer", "search"})
+    return sorted(set(_LOCAL_AND_GRADIENT) | set(TrimmerConfig.__dataclass_fields__) | {"doppler", "trimmer", "search", "search_threads"})
 
 
 def trimmer_only_option_names() -> list[str]:
@@ -76,6 +76,11 @@ def validate_options(options: Any, num_threads: int, scheduler: str | None = Non
     _check_local_and_gradient(options, scheduler)
     if "search" in options:
         search_settings(options["search"])
+    if "search_threads" in options:
+        v = options["search_threads"]
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 1024:
+            raise ValueError(f"search_threads (threads of the evolutionary search and its cost model; default: "
+                             f"the tuning's num_threads) must be an integer from 1 to 1024, got {v!r}")
 
 
 #: MetaSchedule's ``EvolutionarySearch`` settings an operator may change (TVM 0.27 defaults):

@@ -49,3 +49,14 @@ def test_settings_reach_every_tasks_context(tmp_path):
     assert len({id(s) for s in strategies}) == len(tasks)  # one per task, not a shared object
     default, _ = tune_contexts(tasks[:1], tmp_path, 1, 0, None)
     assert default[0].search_strategy.population_size == 512
+
+
+@pytest.mark.parametrize("value", [0, -1, 1025, 1.0, True, "2", None])
+def test_bad_search_threads_are_refused(value):
+    with pytest.raises(ValueError, match="search_threads"):
+        validate_options({"search_threads": value}, num_threads=2, scheduler="gradient", runner="local")
+
+
+def test_search_threads_is_accepted_with_every_scheduler():
+    for scheduler in ("gradient", "round-robin", "trimmer"):
+        validate_options({"search_threads": 1}, num_threads=2, scheduler=scheduler, runner="doppler")
