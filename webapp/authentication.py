@@ -43,8 +43,9 @@ def revoke_tokens_on_password_change(sender, instance, **kwargs) -> None:
 def throttle_logins(view):
     """Wrap a Django login view (the dashboard's and the admin's): more than
     ``LOGIN_ATTEMPTS_PER_MIN`` POSTs (default 10, env ``TANDEM_LOGIN_ATTEMPTS_PER_MIN``) from one
-    client address within 60 s get HTTP 429 without checking the password. Counters live in
-    Django's cache, as DRF's throttles do."""
+    client address within 60 s get HTTP 429 without checking the password. The 60 s window
+    opens at an address's first attempt (not at a clock minute, which a burst could straddle and
+    so get twice the limit). Counters live in Django's cache, as DRF's throttles do."""
     import functools
 
     from django.core.cache import cache
@@ -54,9 +55,14 @@ def throttle_logins(view):
     def wrapped(request, *args, **kwargs):
         if request.method == "POST":
             limit = int(getattr(settings, "LOGIN_ATTEMPTS_PER_MIN", 10))
-            key = f"tandem-login:{request.META.get('REMOTE_ADDR', '?')}:{int(timezone.now().timestamp() // 60)}"
-            cache.add(key, 0, timeout=120)
-            if cache.incr(key) > limit:
+            key = f"tandem-login:{request.META.get('REMOTE_ADDR', '?')}"
+            cache.add(key, 0, timeout=60)  # incr keeps the expiry: the window is 60 s from the first POST
+            try:
+                attempts = cache.incr(key)
+            except ValueError:  # the window closed between add and incr
+                attempts = 1
+                cache.set(key, attempts, timeout=60)
+            if attempts > limit:
                 return HttpResponse(f"Too many sign-in attempts from this address (more than {limit} a minute); "
                                     "wait a minute and try again.", status=429, content_type="text/plain")
         return view(request, *args, **kwargs)
