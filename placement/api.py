@@ -111,7 +111,7 @@ class PredictView(APIView):
         except NoProfileData as err:
             return Response({"gpu_type": [str(err)]}, status=400)
         return Response({"features": feats, "util_mean_pct": p.value, "gpu_type": p.gpu_type,
-                         "sources": p.sources, "training_rows": p.n_rows,
+                         "sources": p.sources, "training_rows": p.n_rows, "predictor_config": p.config,
                          "memory_mib": feats["memory_mib"], "memory_source": "graph-estimate"})
 
 

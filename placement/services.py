@@ -91,7 +91,7 @@ def job_profile(model_name: str, batch_size: int, gpu_type: str) -> tuple[float,
         p = pred.predict(feats, gpu_type=used)
         util = p.value
         prov = {"util_sources": p.sources, "util_rows": p.n_rows, "gpu_type": gpu_type.upper(),
-                "profile_gpu_type": p.gpu_type}
+                "profile_gpu_type": p.gpu_type, "util_config": p.config}
         if p.gpu_type != gpu_type.upper():
             prov["note"] = (f"no profile rows for {gpu_type.upper()}; predicted from the {p.gpu_type} rows "
                             f"(same GPU family by name)")

@@ -22,6 +22,8 @@ class Command(BaseCommand):
     def handle(self, *args, **o):
         if o["pairs"]:
             return self._pairs(o)
+        from dataclasses import asdict
+
         from placement.backends.predictor import NoProfileData, UtilisationPredictor
         from placement.services import _tables, profile_rows_all
         from webapp.management.migrated import require_migrated
@@ -33,17 +35,28 @@ class Command(BaseCommand):
         out = []
         for gpu in tqdm(sorted({r["gpu_type"].upper() for r in rows}), desc="evaluate", disable=o["json"]):
             try:
-                out.append(pred.leave_one_model_out(gpu_type=gpu, target=o["target"]))
+                res = pred.leave_one_model_out(gpu_type=gpu, target=o["target"])
+                res["live_config"] = asdict(pred.config(gpu_type=gpu, target=o["target"]))
+                out.append(res)
             except NoProfileData as err:
                 out.append({"gpu_type": gpu, "target": o["target"], "error": str(err)})
         if o["json"]:
             self.stdout.write(json.dumps(out))
         else:
+            self.stdout.write("constant = median of each fold's training rows; configuration (max_depth, "
+                              "min_child_weight, shrink) chosen per fold by an inner leave-one-model-out "
+                              "over its training models only (nested)")
             for r in out:
                 self.stdout.write(f"{r['gpu_type']}: " + (r.get("error") or
                                   f"RMSLE {r['rmsle']:.3f} (constant {r['const_rmsle']:.3f}, paper "
                                   f"{r['paper_rmsle']}), MAE {r['mae']:.2f} (constant {r['const_mae']:.2f}), "
                                   f"Spearman {r['spearman']:.3f} over {r['rows']} rows / {r['models']} models"))
+                if "folds" in r:
+                    self.stdout.write("  folds: " + "; ".join(
+                        f"{m} {f['max_depth']}/{f['min_child_weight']}/{f['shrink']:g}" for m, f in r["folds"].items()))
+                    c = r["live_config"]
+                    self.stdout.write(f"  live predictor (same selection on all rows): "
+                                      f"{c['max_depth']}/{c['min_child_weight']}/{c['shrink']:g}")
 
     def _pairs(self, o):
         import csv

@@ -105,6 +105,8 @@ def test_predict_and_profiles_api(api):
     assert ok.status_code == 200
     body = ok.json()
     assert body["sources"] == ["gavel-throughput-derived"] and body["training_rows"] == 26
+    cfg = body["predictor_config"]  # the grid point chosen by leave-one-model-out on the V100 rows
+    assert set(cfg) == {"max_depth", "min_child_weight", "shrink"} and 0 <= cfg["shrink"] <= 1
     assert body["features"]["forward_flops"] == pytest.approx(32 * 2 * 1.814e9, rel=0.02)
     assert body["memory_source"] == "graph-estimate"
     none = api.post("/api/v1/placement/predict/", {"model_name": "resnet18", "batch_size": 32, "gpu_type": "T4"},
