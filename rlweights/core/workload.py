@@ -111,10 +111,11 @@ class TraceRows:
 
 #: Columns of an Azure Functions 2021 invocation trace (header row required; other columns are ignored).
 TRACE_COLUMNS = ("app", "func", "end_timestamp", "duration")
-#: Most invocations a trace may hold. One simulated window costs about 60 us of CPU per
-#: invocation here (a 199-invocation window about 12 ms), and a comparison measures each scenario
-#: some 60 times per seed (7 methods x budget 10 minus shared vectors), so 100,000 invocations
-#: keep one seed of one pair near 6 minutes; the real sample has 199.
+#: Most invocations a trace may hold. A simulated window costs 40-100 us of CPU per invocation
+#: on this project's machine (12 ms for the 199-invocation sample replayed 10x on a PAI setup,
+#: 165 ms for a generated window of 1,645; more contention, more events), and a comparison
+#: measures each scenario some 60 times per seed (7 methods x budget 10, less shared vectors), so
+#: 100,000 invocations keep one seed of one pair within about 4-10 CPU minutes.
 MAX_TRACE_ROWS = 100_000
 
 
