@@ -45,7 +45,7 @@ from rlweights.inputs import (NAME_RE, NODE_TABLE_FORMATS, InputError, cluster_d
                               shipped_workload_descriptor)
 from webapp.plug import Record, Report, no_report
 
-__all__ = ["SHIPPED_POLICY", "InputError", "LearnParams", "build_scenarios", "build_test_set", "check_inputs",
+__all__ = ["SHIPPED_POLICY", "InputError", "LearnParams", "build_scenarios", "build_test_set", "build_train_set", "check_inputs",
            "public_params", "run", "setup_from_cluster", "train"]
 
 SHIPPED_POLICY = Path(__file__).resolve().parents[1] / "data" / "rlweights" / "policy"
@@ -199,6 +199,11 @@ def check_inputs(p: LearnParams) -> dict:
     evaluation pair: nothing could be measured there. Some unschedulable functions are
     accepted: their invocations are counted and left out of the latencies (the simulator's
     defined outcome)."""
+    return _checked_test_set(p)[1]
+
+
+def _checked_test_set(p: LearnParams) -> tuple[list[SimScenario], dict]:
+    """:func:`check_inputs`, also returning the evaluation scenarios it built."""
     p.validate()
     test, inputs = build_test_set(p)
     own = p.cluster is not None or bool(p.node_table) or bool(p.workload)
@@ -217,19 +222,22 @@ def check_inputs(p: LearnParams) -> dict:
                                     f"{smallest.memory_bytes // 2**20} MiB), so nothing could be measured")
     if bad:
         inputs["unschedulable"] = bad
-    return inputs
+    return test, inputs
+
+
+def build_train_set(p: LearnParams) -> list[SimScenario]:
+    """``train_setups x train_workloads`` pairs: PAI setups and generated workloads from seeds
+    ``1000 * seed + 1 / + 2`` (never the operator's inputs)."""
+    cfg = SimConfig(keep_alive_s=p.keep_alive_s)
+    base = 1000 * p.seed
+    return [SimScenario(s, w, p.metric, config=cfg)
+            for s in cluster_setups(base + 1, p.train_setups, prefix="train")
+            for w in workloads(base + 2, p.train_workloads, length_s=p.window_s, prefix="train")]
 
 
 def build_scenarios(p: LearnParams):
-    """``(train, test)`` scenario lists; train: ``train_setups x train_workloads`` pairs from
-    seeds ``1000 * seed + 1 / + 2``; test: :func:`build_test_set`."""
-    cfg = SimConfig(keep_alive_s=p.keep_alive_s)
-    base = 1000 * p.seed
-    train = [SimScenario(s, w, p.metric, config=cfg)
-             for s in cluster_setups(base + 1, p.train_setups, prefix="train")
-             for w in workloads(base + 2, p.train_workloads, length_s=p.window_s, prefix="train")]
-    test, _ = build_test_set(p)
-    return train, test
+    """``(train, test)`` scenario lists: :func:`build_train_set` and :func:`build_test_set`."""
+    return build_train_set(p), build_test_set(p)[0]
 
 
 def public_params(p: LearnParams) -> dict:
@@ -297,9 +305,9 @@ def run(params: Mapping[str, Any], *, report: Report = no_report, record: Record
     from .compare import compare, summarise
 
     p = LearnParams(**dict(params))
-    inputs = check_inputs(p)
+    test, inputs = _checked_test_set(p)
     t0 = time.perf_counter()
-    train_set, test = build_scenarios(p)
+    train_set = build_train_set(p)
     curve: list[dict] = []
     train_wall = 0.0
     policy_train_wall = None
