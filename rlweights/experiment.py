@@ -5,6 +5,11 @@ database through :func:`webapp.experiments.run_pipeline`), its headline and its 
 Example parameters (every field optional; see :class:`rlweights.pipeline.LearnParams`)::
 
     {"mode": "evaluate", "azure_sample": true, "test_setups": 1, "eval_seeds": [0], "seed": 7}
+    {"mode": "evaluate", "node_table": "m1,CPU,32,128,0\nm2,T4,64,256,2\n", "node_table_name": "lab",
+     "workload": "app,func,end_timestamp,duration\na,f,1.5,0.5\n...", "workload_name": "fn-trace"}
+
+Inline inputs (:mod:`rlweights.inputs`) are parsed and checked here, at submission: a bad one is
+a 400 naming the parameter, and nothing is stored.
 """
 from __future__ import annotations
 
@@ -12,7 +17,13 @@ from typing import Any
 
 from rest_framework import serializers
 
-from .pipeline import LearnParams
+from .core.workload import MAX_TRACE_ROWS
+from .inputs import MAX_NODE_ROWS, NODE_TABLE_FORMATS, InputError
+from .pipeline import LearnParams, check_inputs
+
+#: Longest inline node table or workload (characters); the JSON body limit (``TANDEM_MAX_JSON_KIB``,
+#: 2 MiB by default, webapp/parsers.py) usually bounds it first.
+MAX_INLINE_CHARS = 16 * 2**20
 
 
 class WeightLearningParams(serializers.Serializer):
@@ -41,7 +52,24 @@ class WeightLearningParams(serializers.Serializer):
     azure_speedup = serializers.FloatField(min_value=1, max_value=1000, default=10.0)
     reward = serializers.ChoiceField(choices=["step", "best"], default="step")
     cluster_id = serializers.IntegerField(required=False, min_value=1,
-                                          help_text="evaluate on this registered cluster's nodes (evaluate mode)")
+                                          help_text="evaluate on this registered cluster's nodes")
+    node_table = serializers.CharField(
+        default="", allow_blank=True, trim_whitespace=False, max_length=MAX_INLINE_CHARS,
+        help_text="evaluate on this node table instead of sampled PAI setups: PAI machine-spec CSV "
+                  "(machine,gpu_type,cap_cpu,cap_mem,cap_gpu; cores, GB, GPUs) or Kubernetes v1 Node YAML; "
+                  f"at most {MAX_NODE_ROWS} nodes")
+    node_table_format = serializers.ChoiceField(choices=list(NODE_TABLE_FORMATS), default="auto",
+                                                help_text="auto: YAML when the first line is 'key:' or '---', else CSV")
+    node_table_name = serializers.CharField(default="", allow_blank=True, max_length=48,
+                                            help_text="names the node table in scenario names and the result")
+    workload = serializers.CharField(
+        default="", allow_blank=True, trim_whitespace=False, max_length=MAX_INLINE_CHARS,
+        help_text="evaluate on this arrival trace instead of generated workloads: CSV with header "
+                  f"app,func,end_timestamp,duration (Azure Functions 2021; seconds), replayed; at most {MAX_TRACE_ROWS} rows")
+    workload_name = serializers.CharField(default="", allow_blank=True, max_length=48,
+                                          help_text="names the workload in scenario names and the result")
+    workload_speedup = serializers.FloatField(min_value=0.01, max_value=1000, default=1.0,
+                                              help_text="replay the workload this many times faster")
 
     def validate_policy(self, value):
         if value != "":
@@ -60,8 +88,15 @@ class WeightLearningParams(serializers.Serializer):
         return value
 
     def validate(self, attrs):
+        from .selectors import cluster_nodes
+
+        p = LearnParams(**{k: v for k, v in attrs.items() if k != "cluster_id"})
+        if attrs.get("cluster_id") is not None:
+            p.cluster = cluster_nodes(cluster_id=attrs["cluster_id"])
         try:
-            LearnParams(**{k: v for k, v in attrs.items() if k != "cluster_id"}).validate()
+            check_inputs(p)
+        except InputError as err:
+            raise serializers.ValidationError({err.field: [err.message]}) from None
         except ValueError as err:
             raise serializers.ValidationError(str(err)) from None
         return attrs

@@ -9,6 +9,14 @@ the ``weight-learning`` experiment kind (through :func:`webapp.experiments.run_p
 setups sampled with other seeds from the PAI machine table, and workloads generated with other
 seeds (other function profiles and arrivals).
 
+Inputs (:mod:`rlweights.inputs`): by default the unseen setups are sampled from the shipped PAI
+machine table and the unseen workloads generated from the shipped Azure 2021 sample (or the
+sample replayed, ``azure_sample``). An operator's registered cluster (``cluster``), inline node
+table (``node_table``: PAI CSV or Kubernetes Node YAML) and inline arrival trace (``workload``:
+Azure 2021 shape, replayed ``workload_speedup`` times faster) replace them for the evaluation
+pairs; training always uses sampled setups and generated workloads, so the evaluation stays on
+unseen inputs. The result's ``inputs`` names what was used (name, row count, SHA-256).
+
 Recorded tables: ``"curve"`` (one row per learning-curve point, as soon as training ends) and
 ``"comparison"`` (one row per unseen scenario as soon as every method has been measured on it:
 ``{"scenario", "key", "rows"}``, ``rows`` as :func:`rlweights.compare.compare` gives them). On a
@@ -26,13 +34,19 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from rlweights.core.cluster import ClusterSetup, cluster_setups
+from rlweights.core.cluster import cluster_setups
 from rlweights.core.env import SimScenario
 from rlweights.core.export import kube_scheduler_config_yaml, volcano_scheduler_conf_yaml
-from rlweights.core.scheduler import SCORE_PLUGIN_NAMES, Node, Taint
+from rlweights.core.scheduler import SCORE_PLUGIN_NAMES, Scheduler
 from rlweights.core.simulator import SimConfig
-from rlweights.core.workload import azure_sample_workload, workloads
+from rlweights.core.workload import azure_sample_workload, replay_workload, workloads
+from rlweights.inputs import (NAME_RE, NODE_TABLE_FORMATS, InputError, cluster_descriptor, parse_node_table,
+                              parse_workload, setup_from_cluster, shipped_node_table_descriptor,
+                              shipped_workload_descriptor)
 from webapp.plug import Record, Report, no_report
+
+__all__ = ["SHIPPED_POLICY", "InputError", "LearnParams", "build_scenarios", "build_test_set", "build_train_set", "check_inputs",
+           "public_params", "run", "setup_from_cluster", "train"]
 
 SHIPPED_POLICY = Path(__file__).resolve().parents[1] / "data" / "rlweights" / "policy"
 
@@ -49,7 +63,12 @@ class LearnParams:
     rate, 199 invocations in 21 minutes, it loads a PAI setup too little for weights to matter). ``reward``: ``"step"`` or ``"best"`` (see
     :class:`rlweights.core.env.WeightLearningEnv`). ``cluster``: evaluate on this registered
     cluster instead of sampled PAI setups: ``{"name", "nodes": [{"name", "cpu_cores",
-    "memory_mib", "labels", "taints"}]}`` (no background load).
+    "memory_mib", "labels", "taints"}], "id"}`` (no background load). ``node_table``: evaluate
+    on this inline node table instead (PAI machine-spec CSV or Kubernetes Node YAML;
+    ``node_table_format`` ``"auto"``, ``"pai"`` or ``"k8s"``; ``node_table_name`` names it).
+    ``workload``: evaluate on this inline Azure-2021-shaped trace, replayed
+    ``workload_speedup`` times faster (``workload_name`` names it), instead of generated
+    workloads. See :mod:`rlweights.inputs` for their formats and limits.
     """
 
     mode: str = "train"
@@ -72,9 +91,17 @@ class LearnParams:
     azure_speedup: float = 10.0
     reward: str = "step"
     cluster: dict | None = None
+    node_table: str = ""
+    node_table_format: str = "auto"
+    node_table_name: str = ""
+    workload: str = ""
+    workload_name: str = ""
+    workload_speedup: float = 1.0
 
     def validate(self) -> None:
-        """Raise ``ValueError`` naming the first bad field."""
+        """Raise ``ValueError`` naming the first bad field (:class:`InputError`, whose
+        ``field`` is the parameter, for the inputs' own parameters). Cheap checks only: the
+        inputs' content is checked by :func:`check_inputs`."""
         if self.mode not in ("train", "evaluate"):
             raise ValueError("mode must be 'train' or 'evaluate'")
         for name in ("train_setups", "train_workloads", "test_setups", "test_workloads"):
@@ -100,42 +127,134 @@ class LearnParams:
             raise ValueError("reward must be 'step' or 'best'")
         if self.keep_alive_s < 0:
             raise ValueError("keep_alive_s must be >= 0")
+        if self.node_table and self.cluster is not None:
+            raise InputError("node_table", "give a node table or a registered cluster (cluster_id), not both")
+        if self.node_table_format not in NODE_TABLE_FORMATS:
+            raise InputError("node_table_format", f"must be one of {', '.join(NODE_TABLE_FORMATS)}")
+        if self.workload and self.azure_sample:
+            raise InputError("workload", "give a workload or azure_sample, not both")
+        for name in ("node_table_name", "workload_name"):
+            if getattr(self, name) and not NAME_RE.match(getattr(self, name)):
+                raise InputError(name, "1-48 letters, digits, '.', '_' or '-', starting with a letter or digit")
+        if not 0.01 <= self.workload_speedup <= 1000:
+            raise InputError("workload_speedup", "must be in 0.01..1000")
 
 
-def setup_from_cluster(cluster: dict) -> ClusterSetup:
-    """A :class:`ClusterSetup` from a registered cluster's nodes (CPU cores, memory MiB,
-    labels, taints as ``v1.Node`` taint dicts). Raises ``SchedulingError`` for bad nodes."""
-    nodes = [Node(name=n["name"], cpu_milli=int(round(float(n["cpu_cores"]) * 1000)),
-                  memory_bytes=int(n["memory_mib"]) * 2**20, labels={k: str(v) for k, v in (n.get("labels") or {}).items()},
-                  taints=tuple(Taint(t["key"], str(t.get("value", "")), t.get("effect", "NoSchedule")) for t in n.get("taints") or []))
-             for n in cluster["nodes"]]
-    return ClusterSetup(name=str(cluster.get("name", "cluster")), nodes=nodes)
+def build_test_set(p: LearnParams) -> tuple[list[SimScenario], dict]:
+    """The unseen evaluation scenarios and a description of their inputs.
+
+    Setups: the registered ``cluster``, else the inline ``node_table``, else
+    ``test_setups`` PAI setups sampled with seed ``1000 * seed + 101``. Workloads: the inline
+    ``workload`` replayed, else the Azure sample replayed (``azure_sample``), else
+    ``test_workloads`` workloads generated with seed ``1000 * seed + 102`` (the function
+    profiles of a replayed trace are drawn with that seed too). Returns ``(scenarios,
+    {"node_table": descriptor, "workload": descriptor})`` (:mod:`rlweights.inputs`). Raises
+    :class:`InputError` for bad inputs."""
+    cfg = SimConfig(keep_alive_s=p.keep_alive_s)
+    base = 1000 * p.seed
+    if p.cluster is not None:
+        node_desc = cluster_descriptor(p.cluster)
+        test_setups = [setup_from_cluster(p.cluster)]
+    elif p.node_table:
+        cluster, node_desc = parse_node_table(p.node_table, fmt=p.node_table_format, name=p.node_table_name)
+        test_setups = [setup_from_cluster(cluster)]
+    else:
+        test_setups = cluster_setups(base + 101, p.test_setups, prefix="unseen")
+        node_desc = shipped_node_table_descriptor(test_setups)
+    rng = np.random.default_rng(base + 102)
+    if p.workload:
+        rows, wl_desc = parse_workload(p.workload, name=p.workload_name)
+        test_wl = [replay_workload(rows, rng, p.workload_speedup, name=wl_desc["name"])]
+        wl_desc.update(use="replayed", speedup=p.workload_speedup)
+    elif p.azure_sample:
+        test_wl = [azure_sample_workload(rng, speedup=p.azure_speedup)]
+        wl_desc = shipped_workload_descriptor(use="replayed", workloads=[w.name for w in test_wl], speedup=p.azure_speedup)
+    else:
+        test_wl = workloads(base + 102, p.test_workloads, length_s=p.window_s, prefix="unseen")
+        wl_desc = shipped_workload_descriptor(use="generated", workloads=[w.name for w in test_wl])
+    test = [SimScenario(s, w, p.metric, config=cfg) for s in test_setups for w in test_wl]
+    return test, {"node_table": node_desc, "workload": wl_desc}
+
+
+def unschedulable(scenario: SimScenario) -> dict:
+    """The functions of ``scenario`` whose pod passes the filters of no node of its fresh setup
+    (the simulator counts their invocations as unschedulable, whatever the weights; see
+    :mod:`rlweights.core.simulator`): ``{"functions": [ids with invocations], "invocations": n,
+    "of": total invocations}``."""
+    fresh = scenario.setup.state()
+    sched = Scheduler([1] * len(SCORE_PLUGIN_NAMES), np.random.default_rng(0))  # filters do not depend on weights
+    counts = np.bincount(scenario.workload.func, minlength=len(scenario.workload.functions))
+    bad = [k for k, fn in enumerate(scenario.workload.functions)
+           if counts[k] and len(sched.feasible_nodes(fn.pod, fresh)) == 0]
+    return {"functions": [scenario.workload.functions[k].func_id for k in bad],
+            "invocations": int(sum(counts[k] for k in bad)), "of": int(counts.sum())}
+
+
+def check_inputs(p: LearnParams) -> dict:
+    """Validate ``p`` and its inputs as a run would use them (parse the node table and the
+    trace, build the evaluation scenarios) and return the ``inputs`` description, plus
+    ``unschedulable`` per scenario name where some function fits on no node. Raises
+    ``ValueError`` (:class:`InputError` naming the parameter for the inputs), including when an
+    operator's node table, cluster or workload leaves **no** invocation schedulable on some
+    evaluation pair: nothing could be measured there. Some unschedulable functions are
+    accepted: their invocations are counted and left out of the latencies (the simulator's
+    defined outcome)."""
+    return _checked_test_set(p)[1]
+
+
+def _checked_test_set(p: LearnParams) -> tuple[list[SimScenario], dict]:
+    """:func:`check_inputs`, also returning the evaluation scenarios it built."""
+    p.validate()
+    test, inputs = build_test_set(p)
+    own = p.cluster is not None or bool(p.node_table) or bool(p.workload)
+    bad = {}
+    for sc in test:
+        u = unschedulable(sc)
+        if u["functions"]:
+            bad[sc.name] = u
+        if own and u["of"] and u["invocations"] == u["of"]:
+            field = "cluster_id" if p.cluster is not None else "node_table" if p.node_table else "workload"
+            biggest = max(sc.setup.nodes, key=lambda n: (n.cpu_milli, n.memory_bytes))
+            smallest = min((fn.pod for fn in sc.workload.functions), key=lambda q: (q.cpu_milli, q.memory_bytes))
+            raise InputError(field, f"no invocation of {sc.workload.name} can be placed on any node of {sc.setup.name} "
+                                    f"(largest node {biggest.cpu_milli / 1000:g} cores, {biggest.memory_bytes // 2**20} MiB; "
+                                    f"smallest pod request {smallest.cpu_milli / 1000:g} cores, "
+                                    f"{smallest.memory_bytes // 2**20} MiB), so nothing could be measured")
+    if bad:
+        inputs["unschedulable"] = bad
+    return test, inputs
+
+
+def build_train_set(p: LearnParams) -> list[SimScenario]:
+    """``train_setups x train_workloads`` pairs: PAI setups and generated workloads from seeds
+    ``1000 * seed + 1 / + 2`` (never the operator's inputs)."""
+    cfg = SimConfig(keep_alive_s=p.keep_alive_s)
+    base = 1000 * p.seed
+    return [SimScenario(s, w, p.metric, config=cfg)
+            for s in cluster_setups(base + 1, p.train_setups, prefix="train")
+            for w in workloads(base + 2, p.train_workloads, length_s=p.window_s, prefix="train")]
 
 
 def build_scenarios(p: LearnParams):
-    """``(train, test)`` scenario lists; train: ``train_setups x train_workloads`` pairs from
-    seeds ``1000 * seed + 1 / + 2``; test: unseen setups and workloads from seeds
-    ``1000 * seed + 101 / + 102`` (or the Azure sample as the workload)."""
-    cfg = SimConfig(keep_alive_s=p.keep_alive_s)
-    base = 1000 * p.seed
-    train = [SimScenario(s, w, p.metric, config=cfg)
-             for s in cluster_setups(base + 1, p.train_setups, prefix="train")
-             for w in workloads(base + 2, p.train_workloads, length_s=p.window_s, prefix="train")]
-    if p.cluster is not None:
-        test_setups = [setup_from_cluster(p.cluster)]
-    else:
-        test_setups = cluster_setups(base + 101, p.test_setups, prefix="unseen")
-    if p.azure_sample:
-        test_wl = [azure_sample_workload(np.random.default_rng(base + 102), speedup=p.azure_speedup)]
-    else:
-        test_wl = workloads(base + 102, p.test_workloads, length_s=p.window_s, prefix="unseen")
-    test = [SimScenario(s, w, p.metric, config=cfg) for s in test_setups for w in test_wl]
-    return train, test
+    """``(train, test)`` scenario lists: :func:`build_train_set` and :func:`build_test_set`."""
+    return build_train_set(p), build_test_set(p)[0]
+
+
+def public_params(p: LearnParams) -> dict:
+    """``p`` as a dict with the inline node table and workload replaced by ``"sha256:<hex>"``
+    (results and comparison keys stay small; the content is in the experiment's parameters)."""
+    from rlweights.inputs import sha256_text
+
+    d = asdict(p)
+    for k in ("node_table", "workload"):
+        if d[k]:
+            d[k] = f"sha256:{sha256_text(d[k])}"
+    return d
 
 
 def _comparison_key(p: LearnParams) -> dict:
     """The parameters that determine one scenario's comparison rows in evaluate mode."""
-    return {k: v for k, v in asdict(p).items() if k not in ("train_setups", "train_workloads", "timesteps", "reward")}
+    return {k: v for k, v in public_params(p).items() if k not in ("train_setups", "train_workloads", "timesteps", "reward")}
 
 
 def train(p: LearnParams, train_scenarios: Sequence[SimScenario], *, report: Report = no_report,
@@ -170,7 +289,8 @@ def run(params: Mapping[str, Any], *, report: Report = no_report, record: Record
     (train mode). ``caches``: measurement caches keyed ``(scenario name, seed)``, shared across
     calls (see :func:`rlweights.compare.compare`; the bench runs several budgets on one set).
 
-    Returns a JSON-serialisable summary: ``curve`` (learning curve), ``rows`` (per scenario,
+    Returns a JSON-serialisable summary: ``inputs`` (which node table and workload the unseen
+    pairs came from, see :func:`check_inputs`), ``params`` (:func:`public_params`), ``curve`` (learning curve), ``rows`` (per scenario,
     seed and method), ``summary`` (see :func:`rlweights.compare.summarise`), ``ppo_steps``
     (weights the policy chose per step on the first unseen scenario), ``learned_weights`` with
     their ``kube_scheduler_configuration`` and ``volcano_scheduler_conf`` YAML, timings in seconds
@@ -178,15 +298,16 @@ def run(params: Mapping[str, Any], *, report: Report = no_report, record: Record
     policy's own training time, ``None`` if it did not record one).
 
     ``report(percent, message)`` is called along the way (it may raise to cancel). Raises
-    ``ValueError`` for bad parameters (naming the field; ``TypeError`` for an unknown one) and
+    ``ValueError`` for bad parameters (naming the field; :class:`InputError` for a bad node
+    table, cluster or workload; ``TypeError`` for an unknown one) and
     ``FileNotFoundError`` for a missing policy."""
     from .backends.sb3 import load_policy, policy_experiment
     from .compare import compare, summarise
 
     p = LearnParams(**dict(params))
-    p.validate()
+    test, inputs = _checked_test_set(p)
     t0 = time.perf_counter()
-    train_set, test = build_scenarios(p)
+    train_set = build_train_set(p)
     curve: list[dict] = []
     train_wall = 0.0
     policy_train_wall = None
@@ -222,7 +343,8 @@ def run(params: Mapping[str, Any], *, report: Report = no_report, record: Record
     best_w = min(hist, key=lambda h: h[1])[0]
     return {
         "mode": p.mode,
-        "params": asdict(p),
+        "params": public_params(p),
+        "inputs": inputs,
         "plugins": list(SCORE_PLUGIN_NAMES),
         "train_scenarios": len(train_set),
         "test_scenarios": [s.name for s in test],

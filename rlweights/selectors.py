@@ -34,9 +34,11 @@ def weight_steps(*, experiment: Experiment) -> list[dict]:
 
 
 def cluster_nodes(*, cluster_id: int) -> dict:
-    """A registered cluster as plain data for :class:`rlweights.pipeline.LearnParams` (``cluster``); raises ``Cluster.DoesNotExist``."""
+    """A registered cluster as plain data for :class:`rlweights.pipeline.LearnParams` (``cluster``:
+    ``{"name", "id", "nodes": [{"name", "cpu_cores", "memory_mib", "labels", "taints"}]}``, nodes
+    in name order); raises ``Cluster.DoesNotExist``."""
     from webapp.models import Cluster
 
     c = Cluster.objects.get(pk=cluster_id)
-    return {"name": c.name, "nodes": [{"name": n.name, "cpu_cores": n.cpu_cores, "memory_mib": n.memory_mib,
-                                       "labels": n.labels, "taints": n.taints} for n in c.nodes.all()]}
+    return {"name": c.name, "id": c.pk, "nodes": [{"name": n.name, "cpu_cores": n.cpu_cores, "memory_mib": n.memory_mib,
+                                       "labels": n.labels, "taints": n.taints} for n in c.nodes.order_by("name")]}

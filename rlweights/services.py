@@ -12,7 +12,8 @@ from .models import LearningCurvePoint, WeightStep
 
 def weight_learning_store(*, experiment: Experiment, result: dict[str, Any]) -> None:
     """Replace the experiment's learning-curve points and PPO weight steps with ``result``'s."""
-    scenario = result["test_scenarios"][0] if result.get("test_scenarios") else ""
+    # WeightStep.scenario holds 128 characters; a registered cluster's name alone may have 128
+    scenario = (result["test_scenarios"][0] if result.get("test_scenarios") else "")[:128]
     with transaction.atomic():
         LearningCurvePoint.objects.filter(experiment=experiment).delete()
         WeightStep.objects.filter(experiment=experiment).delete()

@@ -16,22 +16,35 @@ written as:
   RequestedToCapacityRatio arithmetic for that shape, so the exported configuration means what
   the model measured (tests/unit/rlweights/test_export_fidelity.py).
 
+Every exported weight is in ``1..100`` (:data:`rlweights.core.scheduler.MAX_PLUGIN_WEIGHT`):
+``wL + wM`` can reach 200 with learned weights of 1..100, and the export API takes weights up
+to 1000, so the profile's weights are brought into range together by
+:func:`rlweights.core.scheduler.kube_profile_weights` (unchanged when all are <= 100; an exact
+uniform rescale when a common divisor allows it, which keeps every node choice; otherwise a
+rounded rescale, and the model then scores those rounded weights, so the exported
+configuration still chooses the node the model chose).
+
 Weights of 0 leave a plugin out (kube-scheduler needs positive weights). ``InterPodAffinity``
 is not modelled, so the export disables it with the other defaults.
 
 **Volcano** ``nodeorder`` plugin (volcano-sh/volcano pkg/scheduler/plugins/nodeorder): its
 arguments ``leastrequested.weight``, ``mostrequested.weight``, ``balancedresource.weight``,
 ``imagelocality.weight``, ``podtopologyspread.weight``, ``tainttoleration.weight``,
-``nodeaffinity.weight`` inside a ``volcano-scheduler.conf`` tier.
+``nodeaffinity.weight`` inside a ``volcano-scheduler.conf`` tier, brought into ``0..100`` the
+same way (:func:`rlweights.core.scheduler.in_range_weights` over the seven weights; 0 = off).
+Volcano sums ``leastrequested`` and ``mostrequested`` as two plugins, which is not the
+model's ``RequestedToCapacityRatio`` when both weigh > 0: only the kube-scheduler export is held
+to the model's node choice.
 """
 from __future__ import annotations
 
 import yaml
 
-from .scheduler import MAX_CUSTOM_PRIORITY_SCORE, SCORE_PLUGIN_NAMES, fit_shape, weights_vector
+from .scheduler import (MAX_CUSTOM_PRIORITY_SCORE, MAX_PLUGIN_WEIGHT, SCORE_PLUGIN_NAMES, fit_shape, in_range_weights,
+                        kube_profile_weights, weights_vector)
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
-__all__ = ["MAX_CUSTOM_PRIORITY_SCORE", "kube_scheduler_config", "kube_scheduler_config_yaml",
+__all__ = ["MAX_CUSTOM_PRIORITY_SCORE", "MAX_PLUGIN_WEIGHT", "kube_scheduler_config", "kube_scheduler_config_yaml",
            "volcano_nodeorder_arguments", "volcano_scheduler_conf_yaml"]
 
 VOLCANO_ARGS = {
@@ -50,11 +63,12 @@ def kube_scheduler_config(weights, scheduler_name: str = "tandem-learned") -> di
     :func:`rlweights.core.scheduler.weights_vector` (raises ``SchedulingError`` if invalid)."""
     w = dict(zip(SCORE_PLUGIN_NAMES, (int(x) for x in weights_vector(weights))))
     wl, wm = w["NodeResourcesLeastAllocated"], w["NodeResourcesMostAllocated"]
+    profile_weights = kube_profile_weights(weights)
     enabled = []
     plugin_config = []
     resources = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
     if wl or wm:
-        enabled.append({"name": "NodeResourcesFit", "weight": wl + wm})
+        enabled.append({"name": "NodeResourcesFit", "weight": profile_weights["NodeResourcesFit"]})
         if wm == 0:
             strategy = {"type": "LeastAllocated", "resources": resources}
         elif wl == 0:
@@ -68,7 +82,7 @@ def kube_scheduler_config(weights, scheduler_name: str = "tandem-learned") -> di
         plugin_config.append({"name": "NodeResourcesFit", "args": {"scoringStrategy": strategy}})
     for name in SCORE_PLUGIN_NAMES[2:]:
         if w[name] > 0:
-            enabled.append({"name": name, "weight": w[name]})
+            enabled.append({"name": name, "weight": profile_weights[name]})
     profile = {
         "schedulerName": scheduler_name,
         "plugins": {"score": {"disabled": [{"name": "*"}], "enabled": enabled}},
@@ -84,8 +98,9 @@ def kube_scheduler_config_yaml(weights, scheduler_name: str = "tandem-learned") 
 
 
 def volcano_nodeorder_arguments(weights) -> dict[str, int]:
-    """The ``nodeorder`` plugin arguments ``{"leastrequested.weight": ..., ...}``."""
-    w = weights_vector(weights)
+    """The ``nodeorder`` plugin arguments ``{"leastrequested.weight": ..., ...}``, each in
+    ``0..100`` (:func:`rlweights.core.scheduler.in_range_weights` over the seven weights)."""
+    w = in_range_weights(weights_vector(weights), MAX_PLUGIN_WEIGHT)
     return {VOLCANO_ARGS[n]: int(x) for n, x in zip(SCORE_PLUGIN_NAMES, w)}
 
 

@@ -669,6 +669,63 @@ def weights_vector(weights: Mapping[str, int] | Sequence[int] | np.ndarray) -> n
     return out
 
 
+#: Largest score-plugin weight Tandem exports, and the one weight range it documents for score
+#: plugins (``1..MAX_PLUGIN_WEIGHT``, 0 = off): the learned action range
+#: (:mod:`rlweights.core.env`), and the range kube-scheduler itself enforces for the weights
+#: of ``NodeResourcesFit`` resources (``validateResources`` in
+#: pkg/scheduler/apis/config/validation/validation_pluginargs.go: 1..100) and of preferred
+#: node-affinity terms. kube-scheduler's framework (pkg/scheduler/framework/runtime/framework.go,
+#: ``NewFramework``) accepts any positive int32 score-plugin weight whose total times
+#: ``MaxNodeScore`` does not overflow int64; staying in 1..100 keeps exported profiles
+#: comparable with hand-written ones and far from that bound.
+MAX_PLUGIN_WEIGHT = 100
+
+
+def in_range_weights(values: Sequence[int], limit: int = MAX_PLUGIN_WEIGHT) -> list[int]:
+    """Non-negative integer weights brought into ``0..limit`` (0 stays 0 = plugin off, a
+    positive weight stays >= 1), changing the argmax of ``sum_k w_k * s_k`` as little as
+    possible:
+
+    1. every weight <= ``limit``: unchanged;
+    2. otherwise divide by the greatest common divisor of the positive weights: if the largest
+       is then <= ``limit`` this is an exact uniform rescale, which keeps every node's order
+       and every tie for any scores;
+    3. otherwise scale by ``limit / max(w)`` and round half up (exact integer arithmetic),
+       raising positive weights that round to 0 to 1. The largest weight becomes ``limit``.
+       Rounding can change the order of two nodes whose weighted totals were close, so the
+       model scores with these weights (:class:`Scheduler`): what is exported is what was
+       measured. Example: ``(200, 1, 1)`` -> ``(100, 1, 1)`` (exact: ``(100, 0.5, 0.5)``).
+
+    Returns a list of ints. Raises :class:`SchedulingError` for a negative weight."""
+    vals = [int(v) for v in values]
+    if any(v < 0 for v in vals):
+        raise SchedulingError(f"weights must be >= 0, got {vals}")
+    top = max(vals, default=0)
+    if top <= limit:
+        return vals
+    g = math.gcd(*vals)
+    vals = [v // g for v in vals]
+    top //= g
+    if top <= limit:
+        return vals
+    return [0 if v == 0 else max(1, (2 * limit * v + top) // (2 * top)) for v in vals]
+
+
+def kube_profile_weights(weights) -> dict[str, int]:
+    """The score-plugin weights of the kube-scheduler profile that stands for a learned weight
+    vector (``weights`` as for :func:`weights_vector`), by kube plugin name, positive only:
+    ``NodeResourcesFit`` weighs ``wL + wM`` (both strategies on: RequestedToCapacityRatio with
+    :func:`fit_shape`), ``wL`` or ``wM`` (one strategy); the other five plugins their own weight;
+    then :func:`in_range_weights` brings all of them into ``1..MAX_PLUGIN_WEIGHT`` together
+    (with learned weights in 1..100 only ``wL + wM`` can exceed 100). Used by both
+    :class:`Scheduler` and :mod:`rlweights.core.export`, so the model scores exactly the
+    exported profile."""
+    w = weights_vector(weights)
+    names = ["NodeResourcesFit"] + list(SCORE_PLUGIN_NAMES[2:])
+    raw = [int(w[0]) + int(w[1])] + [int(x) for x in w[2:]]
+    return {n: v for n, v in zip(names, in_range_weights(raw)) if v > 0}
+
+
 class Scheduler:
     """One kube-scheduler profile: all filter plugins, the score plugins with their weights.
 
@@ -681,16 +738,23 @@ class Scheduler:
     exported configuration (:mod:`rlweights.core.export`): ``NodeResourcesFit`` with weight
     ``wL + wM`` and the :class:`RequestedToCapacityRatio` strategy with shape
     :func:`fit_shape` ``(wL, wM)`` - not the weighted sum ``wL * least + wM * most``, which no
-    kube configuration expresses.
+    kube configuration expresses. The plugin weights are those of the exported profile,
+    :func:`kube_profile_weights`: unchanged while every one is <= 100 (``wL + wM`` included),
+    otherwise brought into 1..100 together by :func:`in_range_weights` (exact when a common
+    divisor allows it, else rounded, and then the rounded weights are what the model scores).
     """
 
     def __init__(self, weights, rng: np.random.Generator) -> None:
         self.weights = weights_vector(weights)
         self.rng = rng
-        self._active = [(SCORE_PLUGINS[n], int(w)) for n, w in zip(SCORE_PLUGIN_NAMES, self.weights) if w > 0]
+        profile = kube_profile_weights(self.weights)
         wl, wm = int(self.weights[0]), int(self.weights[1])
-        if wl > 0 and wm > 0:
-            self._active = [(RequestedToCapacityRatio(fit_shape(wl, wm)), wl + wm)] + self._active[2:]
+        self._active: list[tuple[ScorePlugin, int]] = []
+        if "NodeResourcesFit" in profile:
+            fit = (RequestedToCapacityRatio(fit_shape(wl, wm)) if wl > 0 and wm > 0
+                   else SCORE_PLUGINS[SCORE_PLUGIN_NAMES[0] if wl > 0 else SCORE_PLUGIN_NAMES[1]])
+            self._active.append((fit, profile["NodeResourcesFit"]))
+        self._active += [(SCORE_PLUGINS[n], profile[n]) for n in SCORE_PLUGIN_NAMES[2:] if n in profile]
 
     def feasible_nodes(self, pod: Pod, state: ClusterState) -> np.ndarray:
         """Indices of the nodes that pass every filter plugin."""

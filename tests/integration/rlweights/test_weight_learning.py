@@ -117,6 +117,9 @@ def test_evaluate_shipped_policy_on_registered_cluster(user):
     exp = experiment_run(experiment_id=exp.pk)  # on_commit never fires in this transaction: run it here
     assert exp.state == State.SUCCEEDED, exp.error
     assert exp.result["test_scenarios"] == ["lab/azure2021-sample-x10"]
+    nt = exp.result["inputs"]["node_table"]
+    assert (nt["source"], nt["name"], nt["cluster_id"], nt["rows"]) == ("cluster", "lab", c.pk, 3)
+    assert exp.result["inputs"]["workload"]["use"] == "replayed" and exp.result["inputs"]["workload"]["rows"] == 199
     assert WeightStep.objects.filter(experiment=exp).count() == 10
     with pytest.raises(Exception) as err:
         experiment_create(owner=user, kind="weight-learning", parameters={"mode": "evaluate", "cluster_id": 999999})
@@ -162,3 +165,164 @@ def test_learn_weights_missing_policy_names_the_given_path():
     with pytest.raises(CommandError) as err:
         call_command("learn_weights", "--mode", "evaluate", "--policy", "/tmp/nope-tandem.zip", stdout=StringIO(), stderr=StringIO())
     assert "'/tmp/nope-tandem.zip'" in str(err.value) and ".json" not in str(err.value)
+
+
+# --------------------------------------------------------------------------- operator inputs
+
+LAB_TABLE = "machine,gpu_type,cap_cpu,cap_mem,cap_gpu\nm-a,CPU,16,64,0\nm-b,T4,32,128,2\nm-c,V100,8,32,8\n"
+FN_TRACE = ("app,func,end_timestamp,duration\n"
+            "appA,f1,1.0,0.5\nappA,f1,2.5,1.0\nappA,f2,3.0,2.0\nappB,g1,4.0,0.2\nappA,f1,5.5,0.5\nappB,g1,6.0,1.5\n"
+            "appA,f2,8.0,3.0\nappB,g1,9.0,0.4\nappA,f1,10.0,0.3\nappB,g1,11.5,2.0\nappA,f2,12.0,1.0\nappA,f1,13.0,0.8\n")
+TINY_EVAL = {"mode": "evaluate", "budget": 3, "eval_seeds": [0], "seed": 1, "test_setups": 1, "test_workloads": 1,
+             "window_s": 20}
+INPUT_KEYS = {"node_table", "node_table_format", "node_table_name", "workload", "workload_name", "workload_speedup"}
+
+
+def _sha(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_inline_node_table_and_workload_through_the_api_and_a_real_worker(celery_worker_process, api):
+    import hashlib
+
+    import numpy as np
+
+    from rlweights.core.cluster import DEFAULT_PAI_SPEC, ClusterSetup
+    from rlweights.core.scheduler import Node
+    from rlweights.core.simulator import simulate
+    from rlweights.core.workload import DEFAULT_AZURE_SAMPLE, parse_azure_trace, replay_workload
+
+    inline = {**TINY_EVAL, "node_table": LAB_TABLE, "node_table_name": "lab", "workload": FN_TRACE, "workload_name": "fn-trace"}
+    ids = []
+    for params in (inline, TINY_EVAL):
+        resp = api.post("/api/v1/experiments/", {"kind": "weight-learning", "parameters": params}, format="json")
+        assert resp.status_code == 201, resp.content
+        ids.append(resp.json()["id"])
+    wait_for(lambda: all(Experiment.objects.get(pk=i).is_terminal for i in ids), timeout=120, what="both evaluations")
+    mine, shipped = (Experiment.objects.get(pk=i) for i in ids)
+    assert mine.state == State.SUCCEEDED, mine.error
+    assert shipped.state == State.SUCCEEDED, shipped.error
+    a, b = mine.result, shipped.result
+    # the result names the inputs it used: name, rows (counted by hand above), sha256 of the content
+    assert a["inputs"] == {
+        "node_table": {"source": "inline", "name": "lab", "format": "pai", "rows": 3, "sha256": _sha(LAB_TABLE)},
+        "workload": {"source": "inline", "name": "fn-trace", "rows": 12, "functions": 3, "sha256": _sha(FN_TRACE),
+                     "use": "replayed", "speedup": 1.0}}
+    assert a["test_scenarios"] == ["lab/fn-trace"]
+    nt, wl = b["inputs"]["node_table"], b["inputs"]["workload"]
+    assert (nt["source"], nt["rows"], nt["sha256"]) == ("shipped", 1897, hashlib.sha256(DEFAULT_PAI_SPEC.read_bytes()).hexdigest())
+    assert (wl["source"], wl["rows"], wl["sha256"]) == ("shipped", 199, hashlib.sha256(DEFAULT_AZURE_SAMPLE.read_bytes()).hexdigest())
+    assert b["test_scenarios"] == ["unseen1101-0/unseen1102-0"]
+    # ... and differs from the run on the shipped defaults only through them: same parameters
+    # otherwise, same methods, same shape of result
+    assert {k: v for k, v in a["params"].items() if k not in INPUT_KEYS} == {k: v for k, v in b["params"].items() if k not in INPUT_KEYS}
+    assert a["params"]["node_table"] == f"sha256:{_sha(LAB_TABLE)}" and b["params"]["node_table"] == ""
+    assert set(a) == set(b) and set(a["summary"]["methods"]) == set(b["summary"]["methods"])
+    # the worker measured on exactly those inputs: equal weights on the lab nodes (written out by
+    # hand from the table: cores x 1000, GB as GiB) with the trace replayed, profiles seed 1102
+    setup = ClusterSetup("lab", [Node("m-a", 16000, 64 * 2**30, labels={"gpu_type": "CPU"}),
+                                 Node("m-b", 32000, 128 * 2**30, labels={"gpu_type": "T4"}),
+                                 Node("m-c", 8000, 32 * 2**30, labels={"gpu_type": "V100"})])
+    trace = replay_workload(parse_azure_trace(FN_TRACE), np.random.default_rng(1102), name="fn-trace")
+    (eq,) = [r for r in a["rows"] if r["method"] == "equal"]
+    assert eq["best_metric"] == pytest.approx(simulate(setup, trace, np.full(7, 100), 0).mean_s, rel=1e-12)
+    assert WeightStep.objects.filter(experiment=mine, scenario="lab/fn-trace").count() == 3
+
+
+BIG = "x" * (2100 * 1024)
+
+
+@pytest.mark.parametrize("params,field,status", [
+    ({"node_table": "m-a,CPU,x,64,0\n"}, "node_table", 400),
+    ({"node_table": "  \n"}, "node_table", 400),
+    ({"node_table": "m-a,CPU,16,64\n"}, "node_table", 400),
+    ({"node_table": "m-a,CPU,-16,64,0\n"}, "node_table", 400),
+    ({"node_table": "m-a,CPU,16,inf,0\n"}, "node_table", 400),
+    ({"node_table": "m-a,CPU,0.1,1,0\n", "workload": FN_TRACE}, "node_table", 400),  # no pod fits any node
+    ({"node_table": "m-a,CPU,16,64,0\n\x00"}, "node_table", 400),  # the JSON parser names it
+    ({"node_table": "apiVersion: v1\nkind: Node\nmetadata: {name: k}\nstatus: {allocatable: {cpu: 4}}\n"}, "node_table", 400),
+    ({"workload": "app,func,end_timestamp\na,f,1\n"}, "workload", 400),
+    ({"workload": "app,func,end_timestamp,duration\na,f,1,nan\n"}, "workload", 400),
+    ({"workload": "app,func,end_timestamp,duration\na,f,1,-2\n"}, "workload", 400),
+    ({"workload": "app,func,end_timestamp,duration\n"}, "workload", 400),
+    ({"workload": FN_TRACE, "azure_sample": True}, "workload", 400),
+    ({"workload_name": "two words"}, "workload_name", 400),
+    ({"node_table_format": "xlsx"}, "node_table_format", 400),
+    ({"node_table": BIG}, "", 413),  # over the 2 MiB JSON body limit
+])
+def test_bad_inputs_are_refused_at_submission_naming_the_field(api, params, field, status):
+    n = Experiment.objects.count()
+    resp = api.post("/api/v1/experiments/", {"kind": "weight-learning", "parameters": {"mode": "evaluate", **params}}, format="json")
+    assert resp.status_code == status, resp.content[:500]
+    if status == 400:
+        body = resp.json()
+        # a serializer error is {"parameters": {field: [message]}}; the JSON parser's (NUL) names the path
+        assert field in body.get("parameters", {}) or f"parameters.{field}" in body.get("detail", ""), body
+    assert Experiment.objects.count() == n
+
+
+@pytest.mark.django_db
+def test_node_table_and_cluster_id_together_are_refused(api):
+    from webapp.models import Cluster, Node
+
+    c = Cluster.objects.create(name="both")
+    Node.objects.create(cluster=c, name="n0", cpu_cores=16, memory_mib=65536)
+    resp = api.post("/api/v1/experiments/", {"kind": "weight-learning", "parameters": {
+        "mode": "evaluate", "cluster_id": c.pk, "node_table": LAB_TABLE}}, format="json")
+    assert resp.status_code == 400, resp.content
+    assert resp.json() == {"parameters": {"node_table": ["give a node table or a registered cluster (cluster_id), not both"]}}
+    assert not Experiment.objects.filter(kind="weight-learning").exists()
+
+
+@pytest.mark.django_db
+def test_learn_weights_command_takes_a_registered_cluster_and_a_trace_file(user, tmp_path):
+    from webapp.models import Cluster, Node
+
+    c = Cluster.objects.create(name="lab-reg")
+    for i, cores in enumerate((16, 32)):
+        Node.objects.create(cluster=c, name=f"n{i}", cpu_cores=cores, memory_mib=65536)
+    trace = tmp_path / "fn-trace.csv"
+    trace.write_bytes(FN_TRACE.encode())
+    out = StringIO()
+    call_command("learn_weights", "--mode", "evaluate", "--budget", "3", "--eval-seeds", "0", "--cluster-id", str(c.pk),
+                 "--workload", str(trace), "--record", "--owner", user.username, "--json", stdout=out, stderr=StringIO())
+    summary = json.loads(out.getvalue())
+    nt, wl = summary["inputs"]["node_table"], summary["inputs"]["workload"]
+    canon = ('[{"cpu_cores":16.0,"labels":{},"memory_mib":65536,"name":"n0","taints":[]},'
+             '{"cpu_cores":32.0,"labels":{},"memory_mib":65536,"name":"n1","taints":[]}]')
+    assert nt == {"source": "cluster", "name": "lab-reg", "cluster_id": c.pk, "rows": 2, "sha256": _sha(canon)}
+    assert (wl["name"], wl["rows"], wl["sha256"]) == ("fn-trace", 12, _sha(FN_TRACE))  # sha256sum of the file
+    assert summary["test_scenarios"] == ["lab-reg/fn-trace"]
+    exp = Experiment.objects.get(owner=user, kind="weight-learning")
+    # recorded parameters carry the cluster's id and the trace's hash, not a copy of either
+    assert exp.parameters["cluster_id"] == c.pk and "cluster" not in exp.parameters
+    assert exp.parameters["workload"] == f"sha256:{_sha(FN_TRACE)}"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("args,message", [
+    (["--node-table", "{bad}"], "--node-table: bad, line 1: cap_cpu, cap_mem, cap_gpu must be numbers"),
+    (["--node-table", "{tiny}", "--workload", "{trace}"], "--node-table: no invocation of fn-trace can be placed"),
+    (["--node-table", "/nonexistent/nodes.csv"], "--node-table: /nonexistent/nodes.csv: no such file"),
+    (["--workload", "/nonexistent/trace.csv"], "--workload: /nonexistent/trace.csv: no such file"),
+    (["--workload-csv", "app,func,end_timestamp,duration\na,f,1,inf\n"], "--workload-csv: workload, line 2: end_timestamp and duration must be finite"),
+    (["--workload", "{trace}", "--azure-sample"], "--workload: give a workload or azure_sample, not both"),
+    (["--cluster-id", "999999"], "--cluster-id: no cluster 999999"),
+    (["--node-table-name", "two words"], "--node-table-name: 1-48 letters"),
+])
+def test_learn_weights_input_errors_name_the_option(tmp_path, args, message):
+    from django.core.management.base import CommandError
+
+    files = {"bad": "m-a,CPU,x,64,0\n", "tiny": "m-a,CPU,0.1,1,0\n", "trace": FN_TRACE}
+    paths = {}
+    for k, text in files.items():
+        p = tmp_path / (f"{k}.csv" if k != "trace" else "fn-trace.csv")
+        p.write_text(text)
+        paths[k] = str(p)
+    args = [a.format(**paths) for a in args]
+    with pytest.raises(CommandError) as err:
+        call_command("learn_weights", "--mode", "evaluate", *args, stdout=StringIO(), stderr=StringIO())
+    assert str(err.value).startswith(message), str(err.value)
+    assert not Experiment.objects.filter(kind="weight-learning").exists()
