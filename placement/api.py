@@ -12,7 +12,7 @@
 from pathlib import Path
 
 from django.urls import path
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import permissions, serializers, viewsets
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
@@ -31,6 +31,20 @@ class PlacementDecisionSerializer(serializers.ModelSerializer):
                   "explanation", "created_at"]
 
 
+def _id_param(request, name: str, noun: str) -> int | None:
+    """Query parameter ``name`` as an id (ASCII digits), ``None`` when absent or empty (as
+    django-filter treats an empty filter); anything else is a 400 naming it (a filter the API
+    cannot apply is never silently dropped)."""
+    value = request.query_params.get(name)
+    if not value:
+        return None
+    if not (value.isascii() and value.isdigit()):
+        raise serializers.ValidationError({name: [f"must be {noun} (an integer), got {value[:64]!r}"]})
+    return int(value)
+
+
+@extend_schema_view(list=extend_schema(parameters=[
+    OpenApiParameter("job", int, description="only the decisions of this job")]))
 class PlacementDecisionViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = PlacementDecisionSerializer
     permission_classes = [permissions.IsAuthenticated]
@@ -40,8 +54,8 @@ class PlacementDecisionViewSet(viewsets.ReadOnlyModelViewSet):
         if getattr(self, "swagger_fake_view", False):
             return PlacementDecision.objects.none()
         qs = selectors.decision_list(user=self.request.user)
-        job = self.request.query_params.get("job")
-        return qs.filter(job_id=job) if job and job.isdigit() else qs
+        job = _id_param(self.request, "job", "a job id")
+        return qs if job is None else qs.filter(job_id=job)
 
 
 class SimulationJobOutcomeSerializer(serializers.ModelSerializer):
@@ -53,6 +67,9 @@ class SimulationJobOutcomeSerializer(serializers.ModelSerializer):
 
 class SimulationJobOutcomeViewSet(viewsets.ReadOnlyModelViewSet):
     """Per-job outcomes of simulation experiments (own experiments; staff: all); filters
+@extend_schema_view(list=extend_schema(parameters=[
+    OpenApiParameter("experiment", int, description="only the outcomes of this simulation experiment"),
+    OpenApiParameter("policy", str, description="only the outcomes under this policy (e.g. horus)")]))
     ``?experiment=`` (an integer id, else 400) and ``?policy=``; paginated."""
 
     serializer_class = SimulationJobOutcomeSerializer
@@ -64,11 +81,9 @@ class SimulationJobOutcomeViewSet(viewsets.ReadOnlyModelViewSet):
             return SimulationJobOutcome.objects.none()
         qs = SimulationJobOutcome.objects.filter(
             experiment__in=selectors.simulation_list(user=self.request.user)).order_by("experiment", "policy", "job_index")
-        exp, pol = self.request.query_params.get("experiment"), self.request.query_params.get("policy")
+        exp, pol = _id_param(self.request, "experiment", "an experiment id"), self.request.query_params.get("policy")
         if exp is not None:
-            if not exp.isdigit():
-                raise serializers.ValidationError({"experiment": [f"must be an experiment id (an integer), got {exp!r}"]})
-            qs = qs.filter(experiment_id=int(exp))
+            qs = qs.filter(experiment_id=exp)
         if pol:
             qs = qs.filter(policy=pol)
         return qs
@@ -133,7 +148,8 @@ class ProfileList(serializers.Serializer):
 class ProfileView(APIView):
     permission_classes = [permissions.IsAuthenticated]
 
-    @extend_schema(responses=ProfileList)
+    @extend_schema(responses=ProfileList, parameters=[
+        OpenApiParameter("gpu_type", str, description="only this GPU type (case-insensitive), e.g. V100")])
     def get(self, request):
         from .services import profile_rows_all
 
@@ -149,3 +165,6 @@ urlpatterns = router.urls + [
     path("predict/", PredictView.as_view(), name="placement-predict"),
     path("profiles/", ProfileView.as_view(), name="placement-profiles"),
 ]
+        from webapp.filters import refuse_repeated_query_params
+
+        refuse_repeated_query_params(request)

@@ -142,6 +142,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
+        "webapp.filters.SingleValuedQueryParams",
         "django_filters.rest_framework.DjangoFilterBackend",
         "webapp.filters.StrictOrderingFilter",
     ],

@@ -115,3 +115,41 @@ def test_import_nodes_command_refuses_bad_file(tmp_path, cluster):
     with pytest.raises(CommandError, match="YAML aliases"):
         call_command("import_nodes", str(f), "--cluster", "c0", stdout=io.StringIO())
     assert counts() == before
+
+
+GET_CASES = [
+    # (id, path, expected status, key of the JSON body): found by schemathesis or beside its
+    # findings; a Unicode digit ("²".isdigit() is True, int("²") raises) was a 500
+    ("unicode-digit-plan-id", "/api/v1/federation/plans/\u00b2/karmada/", 404, "detail"),
+    ("unicode-digit-tuning-id", "/api/v1/tuning/experiments/\u00b2/", 404, "detail"),
+    ("negative-tuning-id", "/api/v1/tuning/experiments/-1/", 404, "detail"),
+    ("unicode-digit-outcomes-filter", "/api/v1/placement/outcomes/?experiment=\u00b2", 400, "experiment"),
+    ("unicode-digit-decisions-filter", "/api/v1/placement/decisions/?job=\u00b2", 400, "job"),
+    ("text-decisions-filter", "/api/v1/placement/decisions/?job=abc", 400, "job"),
+    ("repeated-filter", "/api/v1/experiments/?state=queued&state=running", 400, "state"),
+    ("repeated-page", "/api/v1/jobs/?page=2&page=", 400, "page"),
+    ("repeated-profile-filter", "/api/v1/placement/profiles/?gpu_type=V100&gpu_type=T4", 400, "gpu_type"),
+    ("unknown-api-url", "/api/v1/no-such-thing/", 404, "detail"),
+]
+
+
+@pytest.mark.parametrize("case", GET_CASES, ids=[c[0] for c in GET_CASES])
+def test_bad_get_is_json_4xx(staff, case):
+    _, path, status, key = case
+    r = staff.get(path)
+    assert r.status_code == status, (r.status_code, r.content[:500])
+    assert r["Content-Type"] == "application/json" and key in r.json(), r.content[:500]
+
+
+def test_anonymous_is_401_whatever_the_id():
+    # the tuning route took only digits, so an anonymous request for /-1/ was a 404 (HTML)
+    for path in ("/api/v1/tuning/experiments/-1/", "/api/v1/tuning/experiments/1/",
+                 "/api/v1/federation/plans/x/karmada/"):
+        assert APIClient().get(path).status_code == 401, path
+
+
+def test_empty_filters_are_no_filter(staff):
+    # the schema marks query parameters allowEmptyValue: an empty value filters nothing
+    for path in ("/api/v1/jobs/?page=&state=", "/api/v1/placement/decisions/?job=",
+                 "/api/v1/placement/outcomes/?experiment=", "/api/v1/gpus/?node="):
+        assert staff.get(path).status_code == 200, path
