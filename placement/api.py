@@ -46,6 +46,8 @@ def _id_param(request, name: str, noun: str) -> int | None:
 @extend_schema_view(list=extend_schema(parameters=[
     OpenApiParameter("job", int, description="only the decisions of this job")]))
 class PlacementDecisionViewSet(viewsets.ReadOnlyModelViewSet):
+    """Live placement decisions of your jobs (staff: all); filter ``?job=`` (an id, else 400)."""
+
     serializer_class = PlacementDecisionSerializer
     permission_classes = [permissions.IsAuthenticated]
     queryset = PlacementDecision.objects.none()  # for the schema; real rows from get_queryset
@@ -65,11 +67,11 @@ class SimulationJobOutcomeSerializer(serializers.ModelSerializer):
                   "queueing_delay_s", "jct_s", "slowdown", "gpu_ids", "preemptions"]
 
 
-class SimulationJobOutcomeViewSet(viewsets.ReadOnlyModelViewSet):
-    """Per-job outcomes of simulation experiments (own experiments; staff: all); filters
 @extend_schema_view(list=extend_schema(parameters=[
     OpenApiParameter("experiment", int, description="only the outcomes of this simulation experiment"),
     OpenApiParameter("policy", str, description="only the outcomes under this policy (e.g. horus)")]))
+class SimulationJobOutcomeViewSet(viewsets.ReadOnlyModelViewSet):
+    """Per-job outcomes of simulation experiments (own experiments; staff: all); filters
     ``?experiment=`` (an integer id, else 400) and ``?policy=``; paginated."""
 
     serializer_class = SimulationJobOutcomeSerializer
@@ -95,14 +97,29 @@ class PredictRequest(serializers.Serializer):
     gpu_type = serializers.CharField(default="V100")
 
 
+class PredictResponse(serializers.Serializer):
+    features = serializers.DictField(help_text="graph features of the model at this batch size (FLOPs, parameters, "
+                                               "layer counts, memory estimate)")
+    util_mean_pct = serializers.FloatField(help_text="predicted mean GPU utilisation, percent")
+    gpu_type = serializers.CharField(help_text="the GPU type whose profile rows made the prediction")
+    sources = serializers.ListField(child=serializers.CharField(), help_text="profile data the predictor was trained on")
+    training_rows = serializers.IntegerField(help_text="profile rows the predictor was trained on")
+    memory_mib = serializers.FloatField(help_text="estimated GPU memory of a training step, MiB")
+    memory_source = serializers.CharField(help_text='"graph-estimate": from the graph, not from a measurement')
+
+
 class PredictView(APIView):
+    """Graph features and predicted GPU utilisation of a model at a batch size on a GPU type. An
+    unknown model name is a 400 before any tracing or predictor training; a GPU type with no
+    profile rows is a 400 naming the command that fills it."""
+
     permission_classes = [permissions.IsAuthenticated]
     serializer_class = PredictRequest
 
-    @extend_schema(request=PredictRequest, responses={200: dict, 400: dict})
+    @extend_schema(request=PredictRequest, responses=PredictResponse)
     def post(self, request):
-        from .backends.predictor import NoProfileData, UtilisationPredictor
-        from .services import _tables, job_features, profile_rows_all
+        from .backends.predictor import NoProfileData
+        from .services import _predictor, _tables, job_features
 
         req = PredictRequest(data=request.data)
         req.is_valid(raise_exception=True)
@@ -122,7 +139,7 @@ class PredictView(APIView):
         except KeyError as err:
             return Response({"model_name": [str(err).strip("'\"")]}, status=400)
         try:
-            p = UtilisationPredictor(profile_rows_all(), _tables()[1]).predict(feats, gpu_type=d["gpu_type"])
+            p = _predictor().predict(feats, gpu_type=d["gpu_type"])
         except NoProfileData as err:
             return Response({"gpu_type": [str(err)]}, status=400)
         return Response({"features": feats, "util_mean_pct": p.value, "gpu_type": p.gpu_type,
@@ -151,8 +168,11 @@ class ProfileView(APIView):
     @extend_schema(responses=ProfileList, parameters=[
         OpenApiParameter("gpu_type", str, description="only this GPU type (case-insensitive), e.g. V100")])
     def get(self, request):
+        from webapp.filters import refuse_repeated_query_params
+
         from .services import profile_rows_all
 
+        refuse_repeated_query_params(request)
         gpu = request.query_params.get("gpu_type")
         rows = [r for r in profile_rows_all() if not gpu or r["gpu_type"].upper() == gpu.upper()]
         return Response({"count": len(rows), "results": rows})
@@ -165,6 +185,3 @@ urlpatterns = router.urls + [
     path("predict/", PredictView.as_view(), name="placement-predict"),
     path("profiles/", ProfileView.as_view(), name="placement-profiles"),
 ]
-        from webapp.filters import refuse_repeated_query_params
-
-        refuse_repeated_query_params(request)

@@ -146,7 +146,7 @@ REST_FRAMEWORK = {
         "django_filters.rest_framework.DjangoFilterBackend",
         "webapp.filters.StrictOrderingFilter",
     ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "webapp.schema.TandemAutoSchema",  # adds the 4xx answers
     # sign-in attempts per client address, submissions per user (webapp/auth.py)
     "DEFAULT_THROTTLE_RATES": {
         "auth": env("TANDEM_THROTTLE_AUTH", default="10/min"),
