@@ -42,18 +42,20 @@ class TuningParameters(serializers.Serializer):
 
     model = serializers.CharField(required=False, allow_blank=False, max_length=128)
     onnx = serializers.CharField(required=False, allow_blank=False, max_length=256)
-    input_shape = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, min_length=1, max_length=8)
+    input_shape = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=1 << 28), required=False,
+                                        min_length=1, max_length=8)
     target = serializers.ChoiceField(choices=["llvm", "cuda"], default="llvm")
     trials = serializers.IntegerField(min_value=1, max_value=100000, default=64)
     trials_per_round = serializers.IntegerField(min_value=1, max_value=512, default=32)
     min_trials_per_task = serializers.IntegerField(min_value=1, max_value=100000, required=False, allow_null=True,
                                                    default=None)  # None: one round (trials_per_round)
-    max_trials_per_task = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
-    max_tasks = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+    max_trials_per_task = serializers.IntegerField(min_value=1, max_value=100000, required=False, allow_null=True,
+                                                   default=None)
+    max_tasks = serializers.IntegerField(min_value=1, max_value=10000, required=False, allow_null=True, default=None)
     runner = serializers.CharField(default="local")
     scheduler = serializers.CharField(default="gradient")
     cost_model = serializers.ChoiceField(choices=["xgb", "random"], default="xgb")
-    seed = serializers.IntegerField(min_value=0, default=0)
+    seed = serializers.IntegerField(min_value=0, max_value=2**31 - 1, default=0)  # as every engine's seed
     num_threads = serializers.IntegerField(min_value=1, max_value=1024, required=False, allow_null=True, default=None)
     repeats = serializers.IntegerField(min_value=3, max_value=1000, default=20)
     force_target = serializers.BooleanField(default=False)

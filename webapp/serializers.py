@@ -30,7 +30,8 @@ class GPUDeviceSerializer(RejectUnknownFields, serializers.ModelSerializer):
         model = GPUDevice
         fields = ["id", "node", "index", "model", "memory_mib", "uuid", "utilisation_percent"]
         # same limits as the node importers (webapp/importers.py)
-        extra_kwargs = {"index": {"max_value": MAX_GPUS_PER_NODE - 1}, "memory_mib": {"max_value": MAX_GPU_MEMORY_MIB}}
+        extra_kwargs = {"index": {"max_value": MAX_GPUS_PER_NODE - 1}, "memory_mib": {"max_value": MAX_GPU_MEMORY_MIB},
+                        "utilisation_percent": {"min_value": 0, "max_value": 100}}
 
 
 class NodeSerializer(RejectUnknownFields, serializers.ModelSerializer):

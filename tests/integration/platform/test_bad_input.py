@@ -61,6 +61,12 @@ RAW_CASES = [
     ("seed-10e30", "/api/v1/experiments/", '{"kind": "weight-learning", "parameters": {"seed": 1000000000000000000000000000000}}', 400),
     ("seed-400-digits", "/api/v1/experiments/", '{"kind": "weight-learning", "parameters": {"seed": ' + "9" * 400 + "}}", 400),
     ("steps-1e20", "/api/v1/jobs/", '{"model_name": "resnet18", "batch_size": 1, "steps": 100000000000000000000}', 400),
+    # within 64 bits but beyond what the engines take: refused by the kinds' serializers
+    ("simulation-limit-1e18", "/api/v1/experiments/", '{"kind": "simulation", "parameters": {"limit": 1000000000000000000}}', 400),
+    ("simulation-seed-2^31", "/api/v1/experiments/", '{"kind": "simulation", "parameters": {"seed": 2147483648}}', 400),
+    ("tuning-seed-2^40", "/api/v1/experiments/", '{"kind": "tuning", "parameters": {"model": "convnet", "seed": 1099511627776}}', 400),
+    ("tuning-max-tasks-1e12", "/api/v1/experiments/", '{"kind": "tuning", "parameters": {"model": "convnet", "max_tasks": 1000000000000}}', 400),
+    ("eval-seed-2^40", "/api/v1/experiments/", '{"kind": "weight-learning", "parameters": {"eval_seeds": [1099511627776]}}', 400),
     ("not-utf8", "/api/v1/clusters/", b'{"name": "\xff\xfe"}', 400),
     ("too-large", "/api/v1/clusters/", '{"name": "x", "labels": {"a": "' + "x" * (3 * 2**20) + '"}}', 413),
 ]
@@ -72,6 +78,18 @@ def test_bad_json_body_is_4xx_and_changes_nothing(staff, cluster, case):
     before = counts()
     r = staff.generic("POST", path, body.encode() if isinstance(body, str) else body, content_type="application/json")
     assert r.status_code == status, (r.status_code, r.content[:500])
+    assert counts() == before
+
+
+@pytest.mark.parametrize("field, value", [("utilisation_percent", 1000.0), ("utilisation_percent", -1.0)])
+def test_gpu_out_of_range_is_400_naming_it(staff, cluster, field, value):
+    from webapp.models import Node
+
+    node = Node.objects.create(cluster=cluster, name="n1", cpu_cores=4, memory_mib=1024)
+    before = counts()
+    r = staff.post("/api/v1/gpus/", {"node": node.pk, "index": 0, "model": "T4", "memory_mib": 16384, field: value},
+                   format="json")
+    assert r.status_code == 400 and list(r.json()) == [field], r.content
     assert counts() == before
 
 
