@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from django.urls import path
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.exceptions import NotFound
@@ -75,13 +75,20 @@ def derive_application(request):
     return Response(derived_graph(app))
 
 
-@extend_schema(responses={(200, "application/yaml"): OpenApiTypes.STR})
+#: A YAML stream (several documents), described as the list of its documents.
+_KARMADA_STREAM = {"type": "array", "items": {"type": "object"}, "description": (
+    "Multi-document YAML: the ServiceExport templates (multicluster.x-k8s.io) of the services called "
+    "across clusters, then the PropagationPolicies (policy.karmada.io/v1alpha1); each item is one document.")}
+
+
+@extend_schema(responses={(200, "application/yaml"): _KARMADA_STREAM},
+               parameters=[OpenApiParameter("id", int, OpenApiParameter.PATH, description="the plan experiment's id")])
 @api_view(["GET"])
 @permission_classes([IsAuthenticated])
 def karmada_yaml(request, pk: str):
     """The PropagationPolicy YAML of a succeeded federation-plan experiment (owner or staff).
     A malformed or unknown id is a JSON 404 (DRF ``NotFound``), not Django's HTML page."""
-    if not pk.isdigit():
+    if not (pk.isascii() and pk.isdigit()):
         raise NotFound(f"no federation plan with id {pk!r}")
     qs = Experiment.objects.filter(kind="federation-plan", state=State.SUCCEEDED)
     if not request.user.is_staff:

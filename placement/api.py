@@ -12,7 +12,7 @@
 from pathlib import Path
 
 from django.urls import path
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import permissions, serializers, viewsets
 from rest_framework.response import Response
 from rest_framework.routers import SimpleRouter
@@ -31,7 +31,23 @@ class PlacementDecisionSerializer(serializers.ModelSerializer):
                   "explanation", "created_at"]
 
 
+def _id_param(request, name: str, noun: str) -> int | None:
+    """Query parameter ``name`` as an id (ASCII digits), ``None`` when absent or empty (as
+    django-filter treats an empty filter); anything else is a 400 naming it (a filter the API
+    cannot apply is never silently dropped)."""
+    value = request.query_params.get(name)
+    if not value:
+        return None
+    if not (value.isascii() and value.isdigit()):
+        raise serializers.ValidationError({name: [f"must be {noun} (an integer), got {value[:64]!r}"]})
+    return int(value)
+
+
+@extend_schema_view(list=extend_schema(parameters=[
+    OpenApiParameter("job", int, description="only the decisions of this job")]))
 class PlacementDecisionViewSet(viewsets.ReadOnlyModelViewSet):
+    """Live placement decisions of your jobs (staff: all); filter ``?job=`` (an id, else 400)."""
+
     serializer_class = PlacementDecisionSerializer
     permission_classes = [permissions.IsAuthenticated]
     queryset = PlacementDecision.objects.none()  # for the schema; real rows from get_queryset
@@ -40,8 +56,8 @@ class PlacementDecisionViewSet(viewsets.ReadOnlyModelViewSet):
         if getattr(self, "swagger_fake_view", False):
             return PlacementDecision.objects.none()
         qs = selectors.decision_list(user=self.request.user)
-        job = self.request.query_params.get("job")
-        return qs.filter(job_id=job) if job and job.isdigit() else qs
+        job = _id_param(self.request, "job", "a job id")
+        return qs if job is None else qs.filter(job_id=job)
 
 
 class SimulationJobOutcomeSerializer(serializers.ModelSerializer):
@@ -51,6 +67,9 @@ class SimulationJobOutcomeSerializer(serializers.ModelSerializer):
                   "queueing_delay_s", "jct_s", "slowdown", "gpu_ids", "preemptions"]
 
 
+@extend_schema_view(list=extend_schema(parameters=[
+    OpenApiParameter("experiment", int, description="only the outcomes of this simulation experiment"),
+    OpenApiParameter("policy", str, description="only the outcomes under this policy (e.g. horus)")]))
 class SimulationJobOutcomeViewSet(viewsets.ReadOnlyModelViewSet):
     """Per-job outcomes of simulation experiments (own experiments; staff: all); filters
     ``?experiment=`` (an integer id, else 400) and ``?policy=``; paginated."""
@@ -64,11 +83,9 @@ class SimulationJobOutcomeViewSet(viewsets.ReadOnlyModelViewSet):
             return SimulationJobOutcome.objects.none()
         qs = SimulationJobOutcome.objects.filter(
             experiment__in=selectors.simulation_list(user=self.request.user)).order_by("experiment", "policy", "job_index")
-        exp, pol = self.request.query_params.get("experiment"), self.request.query_params.get("policy")
+        exp, pol = _id_param(self.request, "experiment", "an experiment id"), self.request.query_params.get("policy")
         if exp is not None:
-            if not exp.isdigit():
-                raise serializers.ValidationError({"experiment": [f"must be an experiment id (an integer), got {exp!r}"]})
-            qs = qs.filter(experiment_id=int(exp))
+            qs = qs.filter(experiment_id=exp)
         if pol:
             qs = qs.filter(policy=pol)
         return qs
@@ -80,14 +97,29 @@ class PredictRequest(serializers.Serializer):
     gpu_type = serializers.CharField(default="V100")
 
 
+class PredictResponse(serializers.Serializer):
+    features = serializers.DictField(help_text="graph features of the model at this batch size (FLOPs, parameters, "
+                                               "layer counts, memory estimate)")
+    util_mean_pct = serializers.FloatField(help_text="predicted mean GPU utilisation, percent")
+    gpu_type = serializers.CharField(help_text="the GPU type whose profile rows made the prediction")
+    sources = serializers.ListField(child=serializers.CharField(), help_text="profile data the predictor was trained on")
+    training_rows = serializers.IntegerField(help_text="profile rows the predictor was trained on")
+    memory_mib = serializers.FloatField(help_text="estimated GPU memory of a training step, MiB")
+    memory_source = serializers.CharField(help_text='"graph-estimate": from the graph, not from a measurement')
+
+
 class PredictView(APIView):
+    """Graph features and predicted GPU utilisation of a model at a batch size on a GPU type. An
+    unknown model name is a 400 before any tracing or predictor training; a GPU type with no
+    profile rows is a 400 naming the command that fills it."""
+
     permission_classes = [permissions.IsAuthenticated]
     serializer_class = PredictRequest
 
-    @extend_schema(request=PredictRequest, responses={200: dict, 400: dict})
+    @extend_schema(request=PredictRequest, responses=PredictResponse)
     def post(self, request):
-        from .backends.predictor import NoProfileData, UtilisationPredictor
-        from .services import _tables, job_features, profile_rows_all
+        from .backends.predictor import NoProfileData
+        from .services import _predictor, _tables, job_features
 
         req = PredictRequest(data=request.data)
         req.is_valid(raise_exception=True)
@@ -107,7 +139,7 @@ class PredictView(APIView):
         except KeyError as err:
             return Response({"model_name": [str(err).strip("'\"")]}, status=400)
         try:
-            p = UtilisationPredictor(profile_rows_all(), _tables()[1]).predict(feats, gpu_type=d["gpu_type"])
+            p = _predictor().predict(feats, gpu_type=d["gpu_type"])
         except NoProfileData as err:
             return Response({"gpu_type": [str(err)]}, status=400)
         return Response({"features": feats, "util_mean_pct": p.value, "gpu_type": p.gpu_type,
@@ -133,10 +165,14 @@ class ProfileList(serializers.Serializer):
 class ProfileView(APIView):
     permission_classes = [permissions.IsAuthenticated]
 
-    @extend_schema(responses=ProfileList)
+    @extend_schema(responses=ProfileList, parameters=[
+        OpenApiParameter("gpu_type", str, description="only this GPU type (case-insensitive), e.g. V100")])
     def get(self, request):
+        from webapp.filters import refuse_repeated_query_params
+
         from .services import profile_rows_all
 
+        refuse_repeated_query_params(request)
         gpu = request.query_params.get("gpu_type")
         rows = [r for r in profile_rows_all() if not gpu or r["gpu_type"].upper() == gpu.upper()]
         return Response({"count": len(rows), "results": rows})

@@ -3,9 +3,9 @@
 Parameters (validated by :class:`SimulationParams`): ``trace`` (``gavel:<vc>``, ``philly``,
 ``tiresias60``), ``policies`` (names from :data:`placement.core.policies.POLICIES`), ``cluster``
 ("NxG" nodes x GPUs per node, V100 16 GiB; empty = shaped like the trace; at most 10,000 nodes,
-16 GPUs per node, 100,000 GPUs, and enough GPUs for the trace's largest job), ``seed``, ``limit``
-(first N jobs; 0 = all). Deterministic for given parameters, so a redelivered task stores the
-same result.
+16 GPUs per node, 100,000 GPUs, and enough GPUs for the trace's largest job), ``seed`` (0 to
+2**31 - 1), ``limit`` (first N jobs; 0 = all; at most 1,000,000). Deterministic for given
+parameters, so a redelivered task stores the same result.
 """
 from __future__ import annotations
 
@@ -22,6 +22,14 @@ from .core.policies import POLICIES
 from .pipeline import TIRESIAS_TO_TORCHVISION, predicted_profile  # noqa: F401  (re-exported)
 
 
+#: Largest ``seed``: the signed 32-bit range every engine's generators accept (numpy, TVM, torch),
+#: as weight learning bounds its own.
+MAX_SEED = 2**31 - 1
+#: Largest ``limit``: ten times the largest shipped trace (Philly, 82,248 jobs); a larger one would
+#: mean "all" and is refused rather than stored as a number nothing can use.
+MAX_TRACE_JOBS = 1_000_000
+
+
 class SimulationParams(serializers.Serializer):
     trace = serializers.CharField(default="gavel:2869ce")
     policies = serializers.ListField(
@@ -32,8 +40,9 @@ class SimulationParams(serializers.Serializer):
                           '(the simulate command takes a comma string; the API takes a list)'})
     cluster = serializers.RegexField(r"^(\d+x\d+)?$", required=False, allow_blank=True, default="", error_messages={
         "invalid": "cluster must be NxG (nodes x GPUs per node, e.g. 16x8), or empty for a cluster shaped like the trace"})
-    seed = serializers.IntegerField(min_value=0, default=0)
-    limit = serializers.IntegerField(min_value=0, default=0)
+    seed = serializers.IntegerField(min_value=0, max_value=MAX_SEED, default=0)
+    limit = serializers.IntegerField(min_value=0, max_value=MAX_TRACE_JOBS, default=0,
+                                     help_text="replay the first N jobs of the trace; 0 = all")
 
     def validate_trace(self, value: str) -> str:
         if value in ("philly", "tiresias60"):

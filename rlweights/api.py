@@ -9,6 +9,7 @@ Volcano YAML.
 from __future__ import annotations
 
 from django.urls import path
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -35,12 +36,24 @@ class WeightsSerializer(serializers.Serializer):
         return value
 
 
+class ExportSerializer(serializers.Serializer):
+    """What ``POST export/`` answers: the same weights in three scheduler formats."""
+
+    kube_scheduler_configuration = serializers.CharField(
+        help_text="KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) YAML with one profile, "
+                  "schedulerName and the score plugins' weights")
+    volcano_nodeorder_arguments = serializers.DictField(
+        child=serializers.IntegerField(), help_text='Volcano nodeorder plugin arguments, e.g. {"leastrequested.weight": 3}')
+    volcano_scheduler_conf = serializers.CharField(help_text="volcano-scheduler.conf YAML, nodeorder weighted")
+
+
 class ExportView(APIView):
     """``POST {"weights": {"ImageLocality": 80, ...}}`` -> KubeSchedulerConfiguration YAML,
     Volcano ``nodeorder`` arguments and ``volcano-scheduler.conf`` YAML."""
 
     serializer_class = WeightsSerializer
 
+    @extend_schema(request=WeightsSerializer, responses=ExportSerializer)
     def post(self, request):
         ser = WeightsSerializer(data=request.data)
         ser.is_valid(raise_exception=True)

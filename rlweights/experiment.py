@@ -40,7 +40,8 @@ class WeightLearningParams(serializers.Serializer):
     budget = serializers.IntegerField(min_value=2, max_value=100, default=10)
     timesteps = serializers.IntegerField(min_value=64, max_value=1_000_000, default=30_000)
     seed = serializers.IntegerField(min_value=0, max_value=2**31 - 1, default=0)
-    eval_seeds = serializers.ListField(child=serializers.IntegerField(min_value=0), min_length=1, max_length=10, default=[0, 1])
+    eval_seeds = serializers.ListField(child=serializers.IntegerField(min_value=0, max_value=2**31 - 1), min_length=1,
+                                       max_length=10, default=[0, 1])
     w_min = serializers.IntegerField(min_value=0, max_value=999, default=1)
     w_max = serializers.IntegerField(min_value=1, max_value=1000, default=100)
     n_stack = serializers.IntegerField(min_value=1, max_value=16, default=4)

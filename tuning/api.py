@@ -12,11 +12,12 @@ from __future__ import annotations
 from django.shortcuts import get_object_or_404
 from django.urls import path
 from rest_framework import permissions, serializers, status
+from rest_framework.exceptions import NotFound
 from rest_framework.parsers import MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 
 from webapp.models import Experiment
 
@@ -41,18 +42,20 @@ class TuningParameters(serializers.Serializer):
 
     model = serializers.CharField(required=False, allow_blank=False, max_length=128)
     onnx = serializers.CharField(required=False, allow_blank=False, max_length=256)
-    input_shape = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, min_length=1, max_length=8)
+    input_shape = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=1 << 28), required=False,
+                                        min_length=1, max_length=8)
     target = serializers.ChoiceField(choices=["llvm", "cuda"], default="llvm")
     trials = serializers.IntegerField(min_value=1, max_value=100000, default=64)
     trials_per_round = serializers.IntegerField(min_value=1, max_value=512, default=32)
     min_trials_per_task = serializers.IntegerField(min_value=1, max_value=100000, required=False, allow_null=True,
                                                    default=None)  # None: one round (trials_per_round)
-    max_trials_per_task = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
-    max_tasks = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
+    max_trials_per_task = serializers.IntegerField(min_value=1, max_value=100000, required=False, allow_null=True,
+                                                   default=None)
+    max_tasks = serializers.IntegerField(min_value=1, max_value=10000, required=False, allow_null=True, default=None)
     runner = serializers.CharField(default="local")
     scheduler = serializers.CharField(default="gradient")
     cost_model = serializers.ChoiceField(choices=["xgb", "random"], default="xgb")
-    seed = serializers.IntegerField(min_value=0, default=0)
+    seed = serializers.IntegerField(min_value=0, max_value=2**31 - 1, default=0)  # as every engine's seed
     num_threads = serializers.IntegerField(min_value=1, max_value=1024, required=False, allow_null=True, default=None)
     repeats = serializers.IntegerField(min_value=3, max_value=1000, default=20)
     force_target = serializers.BooleanField(default=False)
@@ -166,21 +169,26 @@ class OnnxUploadView(APIView):
         return Response(info, status=status.HTTP_201_CREATED)
 
 
-@extend_schema(responses={200: OpenApiTypes.OBJECT})
+@extend_schema(responses={200: OpenApiTypes.OBJECT},
+               parameters=[OpenApiParameter("id", int, OpenApiParameter.PATH, description="the experiment's id")])
 class TuningExperimentView(APIView):
-    """Tasks, rounds and result of a tuning experiment (owner or staff)."""
+    """Tasks, rounds and result of a tuning experiment (owner or staff). Any id that is not one
+    of those (malformed, negative, someone else's) is a JSON 404 after authentication, so an
+    anonymous request is a 401 whatever the id."""
 
     permission_classes = [permissions.IsAuthenticated]
 
-    def get(self, request, pk: int):
+    def get(self, request, pk: str):
+        if not (pk.isascii() and pk.isdigit()):
+            raise NotFound(f"no tuning experiment with id {pk[:64]!r}")
         qs = Experiment.objects.filter(kind="tuning")
         if not request.user.is_staff:
             qs = qs.filter(owner=request.user)
-        exp = get_object_or_404(qs, pk=pk)
+        exp = get_object_or_404(qs, pk=int(pk))
         return Response(selectors.tuning_overview(experiment=exp))
 
 
 urlpatterns = [
     path("onnx/", OnnxUploadView.as_view(), name="tuning-onnx-upload"),
-    path("experiments/<int:pk>/", TuningExperimentView.as_view(), name="tuning-experiment"),
+    path("experiments/<str:pk>/", TuningExperimentView.as_view(), name="tuning-experiment"),
 ]

@@ -19,7 +19,7 @@ import time
 
 from django.urls import path
 from django_filters import rest_framework as filters
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException, ValidationError
@@ -31,6 +31,7 @@ from .auth import SubmitThrottle, TokenRotateView, TokenView
 from .experiments import UnknownExperimentKind
 from .jobs import JobRejected
 from .models import Cluster, Experiment, GPUDevice, Job, Node
+from .schema import IDEMPOTENCY_KEY, conflict_response, submission_responses
 from .serializers import (
     ClusterSerializer,
     ExperimentResultSerializer,
@@ -170,6 +171,7 @@ class IdempotentCreate:
         return response
 
 
+@extend_schema_view(create=extend_schema(parameters=[IDEMPOTENCY_KEY], responses=submission_responses(JobSerializer)))
 class JobViewSet(IdempotentCreate, SubmitThrottled, mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Training jobs: submit (``POST``), list (filters ``state``, ``model``/``model_name``,
     ``cluster``; ``?page=``), retrieve, and ``POST {id}/cancel/``. Own jobs only (staff: all)."""
@@ -204,7 +206,7 @@ class JobViewSet(IdempotentCreate, SubmitThrottled, mixins.CreateModelMixin, mix
         except JobRejected as err:
             raise _rejected_as_400(err, err.field) from err
 
-    @extend_schema(request=None, responses=JobSerializer)
+    @extend_schema(request=None, responses=conflict_response(JobSerializer))
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
         """Cancel the job (409 if it already finished)."""
@@ -216,6 +218,7 @@ class JobViewSet(IdempotentCreate, SubmitThrottled, mixins.CreateModelMixin, mix
         return Response(JobSerializer(job).data)
 
 
+@extend_schema_view(create=extend_schema(parameters=[IDEMPOTENCY_KEY], responses=submission_responses(ExperimentSerializer)))
 class ExperimentViewSet(
     IdempotentCreate,
     SubmitThrottled,
@@ -246,7 +249,7 @@ class ExperimentViewSet(
         except serializers.ValidationError as err:
             raise ValidationError({"parameters": err.detail}) from err
 
-    @extend_schema(request=None, responses=ExperimentSerializer)
+    @extend_schema(request=None, responses=conflict_response(ExperimentSerializer))
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
         """Cancel at once if queued, at the next progress report if running (409 if finished)."""

@@ -30,7 +30,8 @@ class GPUDeviceSerializer(RejectUnknownFields, serializers.ModelSerializer):
         model = GPUDevice
         fields = ["id", "node", "index", "model", "memory_mib", "uuid", "utilisation_percent"]
         # same limits as the node importers (webapp/importers.py)
-        extra_kwargs = {"index": {"max_value": MAX_GPUS_PER_NODE - 1}, "memory_mib": {"max_value": MAX_GPU_MEMORY_MIB}}
+        extra_kwargs = {"index": {"max_value": MAX_GPUS_PER_NODE - 1}, "memory_mib": {"max_value": MAX_GPU_MEMORY_MIB},
+                        "utilisation_percent": {"min_value": 0, "max_value": 100}}
 
 
 class NodeSerializer(RejectUnknownFields, serializers.ModelSerializer):
@@ -114,14 +115,16 @@ class FiniteJSONField(serializers.JSONField):
 class ExperimentParametersField(FiniteJSONField):
     """An experiment's ``parameters``: a JSON object validated by its kind's
     ``parameters_serializer`` (:class:`webapp.experiments.ExperimentKind`). In the OpenAPI schema
-    it is ``oneOf`` those serializers' components (:class:`ExperimentParametersSchema`), so every
+    it is ``anyOf`` those serializers' components (:class:`ExperimentParametersSchema`), so every
     kind's parameters, defaults and ranges are in ``/api/schema/``."""
 
 
 class ExperimentParametersSchema(OpenApiSerializerFieldExtension):
-    """drf-spectacular's schema of :class:`ExperimentParametersField`: ``oneOf`` every registered
-    kind's parameters component (the kind is chosen by the sibling field ``kind``, so there is no
-    discriminator inside ``parameters``)."""
+    """drf-spectacular's schema of :class:`ExperimentParametersField`: ``anyOf`` every registered
+    kind's parameters component. The kind is chosen by the sibling field ``kind``, so there is no
+    discriminator inside ``parameters``; and not ``oneOf``, which demands that exactly one
+    component match, while ``{}`` (all defaults) or a federation benchmark's stored parameters
+    match several (every field of every kind is optional)."""
 
     target_class = "webapp.serializers.ExperimentParametersField"
 
@@ -135,7 +138,7 @@ class ExperimentParametersSchema(OpenApiSerializerFieldExtension):
                 component = auto_schema.resolve_serializer(ser, direction)
                 refs.append(component.ref)
                 names.append(f"{kind}: {component.name}")
-        return {"type": "object", "oneOf": refs,
+        return {"type": "object", "anyOf": refs,
                 "description": "The kind's parameters (by kind: " + "; ".join(names) + "). "
                                "Omitted fields take their defaults; an unknown field is refused."}
 

@@ -27,3 +27,5 @@ urlpatterns = [
     path("tuning/", include("tuning.urls")),
     path("", include("webapp.dashboard_urls")),
 ]
+
+handler404 = "webapp.views.not_found"

@@ -44,3 +44,15 @@ def cluster_detail(request, pk: int):
     cluster = get_object_or_404(Cluster, pk=pk)
     page = Paginator(selectors.cluster_nodes(cluster=cluster), 50).get_page(request.GET.get("page"))
     return render(request, "webapp/cluster_detail.html", {"cluster": cluster, "page": page})
+
+
+def not_found(request, exception=None):
+    """``handler404``: a URL under ``/api/`` that matches no route gets DRF's JSON body
+    (``{"detail": "Not found."}``), as an API client expects; other URLs get Django's page."""
+    if request.path.startswith("/api/"):
+        from django.http import JsonResponse
+
+        return JsonResponse({"detail": "Not found."}, status=404)
+    from django.views.defaults import page_not_found
+
+    return page_not_found(request, exception)

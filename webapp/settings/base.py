@@ -142,10 +142,11 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
+        "webapp.filters.SingleValuedQueryParams",
         "django_filters.rest_framework.DjangoFilterBackend",
         "webapp.filters.StrictOrderingFilter",
     ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "webapp.schema.TandemAutoSchema",  # adds the 4xx answers
     # sign-in attempts per client address, submissions per user (webapp/auth.py)
     "DEFAULT_THROTTLE_RATES": {
         "auth": env("TANDEM_THROTTLE_AUTH", default="10/min"),

@@ -9,10 +9,17 @@ from placement.experiment import SimulationParams, run_simulations
 @pytest.mark.parametrize("params, bad", [
     ({"trace": "gavel:zzz"}, "trace"), ({"policies": []}, "policies"), ({"policies": ["horus", "horus"]}, "policies"),
     ({"cluster": "8"}, "cluster"), ({"seed": -1}, "seed"), ({"policies": ["fifo", "astrology"]}, "policies"),
+    # bounded to what the engine takes (issue 24: a limit of 10^20 was stored)
+    ({"limit": 1_000_001}, "limit"), ({"limit": 10**18}, "limit"), ({"seed": 2**31}, "seed"),
 ])
 def test_bad_parameters_are_named(params, bad):
     s = SimulationParams(data=params)
     assert not s.is_valid() and set(s.errors) == {bad}
+
+
+def test_largest_limit_and_seed_are_accepted():
+    s = SimulationParams(data={"limit": 1_000_000, "seed": 2**31 - 1})
+    assert s.is_valid(), s.errors
 
 
 def test_defaults():
