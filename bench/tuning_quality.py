@@ -29,17 +29,26 @@ Usage::
 
     flock /tmp/tandem-bench.lock nice -n 5 env PYTHONPATH=. .venv/bin/python bench/tuning_quality.py \\
         --models resnet18,mobilenet_v2 --minutes 60
+    # later, on a quiet machine, if the tuning hour was not quiet:
+    ... bench/tuning_quality.py --models resnet18,mobilenet_v2 --measure-only
 
 Arguments are checked before anything is tuned (``ap.error``, exit 2). Output: one table on
 stdout, progress on stderr, the CSV at ``--out`` (default ``bench/out/tuning_quality.csv``), the
 databases under ``--work-dir`` (default ``bench/out/tuning_quality/``; an existing model folder
 there is refused unless ``--resume``, which continues tuning it for another ``--minutes``).
+Right after tuning, ``<work-dir>/<model>.tuning.json`` keeps the tuning's figures (wall time, why
+it stopped, rounds, tasks). ``--measure-only`` skips tuning and measures the databases already in
+``--work-dir`` with those figures: the measurement (a few minutes) can then be taken on a quiet
+machine even when the hour of tuning could not be (load during tuning only costs trials, so
+it makes the tuned figure conservative; load during the measurement distorts every peer
+differently: one run here measured PyTorch eager at 306 ms beside 62 ms for onnxruntime).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import os
 import shutil
 import sys
 import time
@@ -80,7 +89,6 @@ def tune_for(model: str, args, work_dir: Path) -> dict:
     "tuning_seconds", "stopped_by": "time" | "trials", "rounds": [...], "tasks": [...]}``.
     Raises what the pipeline raises (import, target or build errors)."""
     from tuning import pipeline
-    from tuning.backends import database as dbmod
     from webapp.plug import Cancelled, Collect
 
     budget_s = args.minutes * 60.0
@@ -108,13 +116,38 @@ def tune_for(model: str, args, work_dir: Path) -> dict:
         stopped_by = "time"
         log(f"{model}: stopped: {err}")
     tuning_seconds = time.monotonic() - started["t0"] if "t0" in started else 0.0
+    tuned = {"tuning_seconds": tuning_seconds, "stopped_by": stopped_by,
+             "rounds": rows.rows.get("rounds", []), "tasks": rows.rows.get("tasks", []),
+             "loadavg_during": list(os.getloadavg())}
+    if args.resume and tuning_file(work_dir).is_file():  # a continued tuning: its time and rounds add up
+        before = json.loads(tuning_file(work_dir).read_text())
+        tuned["tuning_seconds"] += before["tuning_seconds"]
+        tuned["rounds"] = before["rounds"] + tuned["rounds"]
+    tuning_file(work_dir).write_text(json.dumps(tuned, default=str))
+    return measure(model, args, work_dir, tuned)
+
+
+def tuning_file(work_dir: Path) -> Path:
+    """Where :func:`tune_for` keeps a model's tuning figures: ``<work-dir>/<model>.tuning.json``."""
+    return work_dir.parent / f"{work_dir.name}.tuning.json"
+
+
+def measure(model: str, args, work_dir: Path, tuned: dict) -> dict:
+    """Measure the model tuned in ``work_dir``: a pipeline call on that database with ``trials``
+    equal to the records it holds (nothing left to tune; what ``manage.py tune --resume`` does
+    after a cancel), which builds and times tuned / untuned (with and without ``mcpu``) / PyTorch
+    eager / onnxruntime interleaved. Returns ``tuned`` plus ``"summary"`` (the pipeline's)."""
+    from tuning import pipeline
+    from tuning.backends import database as dbmod
+    from webapp.plug import Collect
+
     held = sum(dbmod.count_records_by_workload(dbmod.open_database(work_dir)).values())
-    log(f"{model}: {held} records in the database; measuring the model (tuned, untuned, eager, onnxruntime)")
+    log(f"{model}: {held} records in the database; measuring the model (tuned, untuned, eager, onnxruntime), "
+        f"load average {os.getloadavg()[0]:.2f}")
     measured = pipeline.run(tuning_params(model, args, work_dir, trials=held),
                             report=lambda pct, msg: log(f"{model}: {msg}"),
-                            record=Collect(), resume={"rounds": rows.rows.get("rounds", [])})
-    return {"summary": measured, "tuning_seconds": tuning_seconds, "stopped_by": stopped_by,
-            "rounds": rows.rows.get("rounds", []), "tasks": rows.rows.get("tasks", [])}
+                            record=Collect(), resume={"rounds": tuned["rounds"]})
+    return {**tuned, "summary": measured, "loadavg_measuring": list(os.getloadavg())}
 
 
 def row_of(model: str, res: dict) -> dict:
@@ -123,7 +156,8 @@ def row_of(model: str, res: dict) -> dict:
     row = {"model": model, "tasks_in_model": s["tasks_in_model"], "tasks_tuned": len(s["budget"]["tasks_tuned"]),
            "trials": s["trials_in_database"], "rounds": len(res["rounds"]),
            "tuning_minutes": round(res["tuning_seconds"] / 60.0, 2), "stopped_by": res["stopped_by"],
-           "runner": s["runner"], "threads": s["num_threads"], "host_cpu": s["host_cpu"]}
+           "runner": s["runner"], "threads": s["num_threads"], "host_cpu": s["host_cpu"],
+           "load_tuning": _load(res.get("loadavg_during")), "load_measuring": _load(res.get("loadavg_measuring"))}
     for peer in PEERS:
         lat = s.get(peer) or {}
         for key, field in (("median_s", ""), ("p25_s", "_p25"), ("p75_s", "_p75")):
@@ -137,10 +171,15 @@ def row_of(model: str, res: dict) -> dict:
     return row
 
 
+def _load(avg) -> float | None:
+    """The 15-minute load average of an ``os.getloadavg()`` triple (None when not recorded)."""
+    return round(float(avg[2]), 2) if avg else None
+
+
 def table(rows: list[dict]) -> str:
     """The stdout table: one line per model."""
     head = ("model", "tasks", "trials", "min", "tuned", "untuned", "untuned -mcpu", "eager", "onnxruntime",
-            "tuned/eager", "tuned/ort")
+            "tuned/eager", "tuned/ort", "load tuning/measuring")
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for r in rows:
         def ms(k):
@@ -149,7 +188,8 @@ def table(rows: list[dict]) -> str:
                                  f"{r['tuning_minutes']:.1f}", ms("tuned_ms"), ms("untuned_ms"),
                                  ms("untuned_no_mcpu_ms"), ms("eager_ms"), ms("onnxruntime_ms"),
                                  "-" if r["tuned_vs_eager"] is None else f"{r['tuned_vs_eager']:.3f}",
-                                 "-" if r["tuned_vs_onnxruntime"] is None else f"{r['tuned_vs_onnxruntime']:.3f}"]))
+                                 "-" if r["tuned_vs_onnxruntime"] is None else f"{r['tuned_vs_onnxruntime']:.3f}",
+                                 f"{r.get('load_tuning')}/{r.get('load_measuring')}"]))
     return "\n".join(lines)
 
 
@@ -160,7 +200,10 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=60.0, help="tuning wall-clock budget per model (minutes)")
     ap.add_argument("--trials", type=int, default=20000,
                     help="total trial budget per model (an upper bound: the time usually binds)")
-    ap.add_argument("--trials-per-round", type=int, default=32, help="candidates per round (the product's default)")
+    ap.add_argument("--trials-per-round", type=int, default=64,
+                    help="candidates per round (TVM's tune_relax default, 64; the product's default is 32): the "
+                         "evolutionary search costs about as much per round whatever the batch, and here it "
+                         "took 80 of a round's 93 s at 32")
     ap.add_argument("--runner", choices=("doppler", "local"), default="doppler",
                     help="registry runner: doppler keeps its build workers warm (LocalBuilder pays ~15 s of "
                          "imports per round here)")
@@ -169,7 +212,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=30, help="timings per peer in the final measurement")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work-dir", default=str(REPO / "bench" / "out" / "tuning_quality"))
-    ap.add_argument("--resume", action="store_true", help="continue the databases already in --work-dir")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--resume", action="store_true", help="continue the databases already in --work-dir")
+    mode.add_argument("--measure-only", action="store_true",
+                      help="tune nothing: measure the databases already in --work-dir (on a quiet machine)")
     ap.add_argument("--out", default=str(REPO / "bench" / "out" / "tuning_quality.csv"))
     args = ap.parse_args()
     if not (math.isfinite(args.minutes) and args.minutes > 0):
@@ -185,6 +231,10 @@ def main() -> None:
     out = check_out_path(ap, args.out)
     work_root = Path(args.work_dir)
     for m in models:
+        if args.measure_only:
+            if not tuning_file(work_root / m).is_file():
+                ap.error(f"--measure-only: {tuning_file(work_root / m)} is missing (no finished tuning of {m} there)")
+            continue
         if (work_root / m).exists() and not args.resume:
             ap.error(f"{work_root / m} exists (an earlier run's database): pass --resume to continue it, "
                      f"or remove it")
@@ -196,7 +246,10 @@ def main() -> None:
     rows = []
     for m in models:
         work_dir = work_root / m
-        res = tune_for(m, args, work_dir)
+        if args.measure_only:
+            res = measure(m, args, work_dir, json.loads(tuning_file(work_dir).read_text()))
+        else:
+            res = tune_for(m, args, work_dir)
         rows.append(row_of(m, res))
         write_csv_rows(out, rows)  # after every model: a run stopped later keeps the models it finished
         (work_root / f"{m}.summary.json").write_text(json.dumps(res["summary"], indent=1, default=str))

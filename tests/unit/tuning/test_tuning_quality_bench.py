@@ -33,6 +33,7 @@ def test_row_of_gives_milliseconds_and_ratios_of_medians():
     assert row["onnxruntime_error"] == "export failed"
     assert row["tasks_tuned"] == 17 and row["rounds"] == 75 and row["tuning_minutes"] == 60.2
     assert "resnet18 | 17/19 | 2400 | 60.2 | 20.00 ms" in quality.table([row])
+    assert row["load_tuning"] is None and quality.table([row]).endswith("| None/None")
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -61,3 +62,17 @@ def test_an_earlier_database_is_refused_without_resume(tmp_path):
     assert proc.returncode == 2
     assert "exists (an earlier run's database): pass --resume" in proc.stderr
     assert list((work / "resnet18").iterdir()) == []
+
+
+def test_measure_only_needs_a_finished_tuning_and_refuses_resume_with_it(tmp_path):
+    work = tmp_path / "work"
+    (work / "resnet18").mkdir(parents=True)  # a database folder, but no resnet18.tuning.json beside it
+    run = [sys.executable, str(REPO / "bench" / "tuning_quality.py"), "--models", "resnet18",
+           "--out", str(tmp_path / "q.csv"), "--work-dir", str(work)]
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([*run, "--measure-only"], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2
+    assert "resnet18.tuning.json is missing (no finished tuning of resnet18 there)" in proc.stderr
+    proc = subprocess.run([*run, "--measure-only", "--resume"], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2 and "not allowed with argument" in proc.stderr
+    assert not (tmp_path / "q.csv").exists()
