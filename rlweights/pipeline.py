@@ -45,8 +45,9 @@ from rlweights.inputs import (NAME_RE, NODE_TABLE_FORMATS, InputError, cluster_d
                               shipped_workload_descriptor)
 from webapp.plug import Record, Report, no_report
 
-__all__ = ["SHIPPED_POLICY", "InputError", "LearnParams", "build_scenarios", "build_test_set", "build_train_set", "check_inputs",
-           "public_params", "run", "setup_from_cluster", "train"]
+__all__ = ["DEFAULT_MODEL", "PAIR_SHAPES", "SHIPPED_POLICY", "SIM_MODELS", "InputError", "LearnParams",
+           "build_scenarios", "build_test_set", "build_train_set", "check_inputs", "model_config", "public_params",
+           "run", "setup_from_cluster", "train"]
 
 SHIPPED_POLICY = Path(__file__).resolve().parents[1] / "data" / "rlweights" / "policy"
 
