@@ -22,11 +22,11 @@ takes it; a container still waiting for a node that the queue no longer needs is
 **Placement** (the only place the weights act; :class:`rlweights.core.scheduler.Scheduler`, kube
 -scheduler's filter and weighted score, unchanged): a new container's pod is scheduled on the
 *live* cluster state at that instant: the requests of every container alive then (idle ones
-included) and background pods, and the images nodes hold then. If no node passes the filters,
-idle containers are evicted least recently used first, one at a time, until it fits
-(OpenWhisk's invoker reclaims idle containers so; Kubernetes itself would leave the pod
-Pending); if none is left to evict the pod waits (FIFO) and is retried whenever a container is
-removed or goes idle. A function whose pod passes the filters of no node even on the fresh
+included) and background pods, and the images nodes hold then. If no node passes the filters
+and evicting every idle container would make room somewhere, idle containers are evicted least
+recently used first, one at a time, until it fits (OpenWhisk's invoker reclaims idle containers
+so; Kubernetes itself would leave the pod Pending); otherwise no container is evicted and the
+pod waits (FIFO) and is retried whenever a container is removed or goes idle. A function whose pod passes the filters of no node even on the fresh
 cluster is **unschedulable** whatever the weights: its invocations are counted and left out of
 the latencies (as in :mod:`rlweights.core.simulator`).
 
