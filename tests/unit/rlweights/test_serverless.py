@@ -219,3 +219,19 @@ def test_work_conservation(cores, speed, background, jobs):
             delivered += speed * n * min(1.0, cores / (background + n)) * (t1 - t0)
     assert delivered == pytest.approx(float(work.sum()), rel=1e-6)
     assert np.all(finish - start >= w_sorted / speed - 1e-9)
+
+
+def test_other_real_node_tables_by_name():
+    from rlweights.core.cluster import cluster_setups, load_node_table
+
+    # data/tiresias-sim/n32g4.csv: 1 switch x 32 nodes, 4 GPUs, 40 CPUs, 256 GB each
+    m = load_node_table("tiresias-n32g4")
+    assert len(m) == 32 and {(x.cpu_cores, x.memory_gib, x.gpus) for x in m} == {(40, 256, 4)}
+    # n160g8.csv: 5 switches x 32 nodes of 128 CPUs
+    assert len(load_node_table("tiresias-n160g8")) == 160
+    s = cluster_setups(3, 1, n_nodes=(4, 4), table="tiresias-n32g4")[0]
+    assert [n.cpu_milli for n in s.nodes] == [40000] * 4
+    # unknown CPU: reference speed, reference bandwidth per CPU
+    assert [p.speed for p in s.node_perf()] == [1.0] * 4
+    with pytest.raises(ValueError, match="unknown node table"):
+        load_node_table("nope")
