@@ -1,7 +1,9 @@
 """Benchmark of learned scoring weights (Learning to Score, Asenov et al., arXiv 2603.10545).
 
 On unseen PAI cluster setups and unseen generated Azure-2021 workloads, with the same seeds for
-every method:
+every method, measured with the workload model ``--model`` (default ``serverless``,
+:mod:`rlweights.core.serverless`; ``snapshot`` is the first model, :mod:`rlweights.core.simulator`,
+with its own smaller pairs, :data:`rlweights.pipeline.PAIR_SHAPES`):
 
 - **headroom** per (setup, workload) pair: the best of ``--headroom-vectors`` weight vectors
   (default 300: equal weights, the 128 corners of the weight box including the one-plugin-dominant
@@ -26,6 +28,7 @@ budget 10 already measured.
     nice -n 5 python bench/rlweights.py                   # shipped policy (data/rlweights/policy)
     nice -n 5 python bench/rlweights.py --budgets 10      # one budget
     nice -n 5 python bench/rlweights.py --train 12000     # train a fresh policy first
+    nice -n 5 python bench/rlweights.py --model snapshot  # the first model's pairs and figures
 """
 from __future__ import annotations
 
@@ -99,6 +102,8 @@ def main() -> None:
                     help="saved PPO policy to evaluate (default: the shipped one)")
     ap.add_argument("--train", type=int, default=0, help="train a fresh policy with this many steps (64..1000000) "
                     "instead of loading --policy (episodes of the first budget minus one steps; 0: do not train)")
+    ap.add_argument("--model", choices=list(pipeline.SIM_MODELS), default=pipeline.DEFAULT_MODEL,
+                    help="workload model (default serverless; snapshot: the first, simpler model)")
     ap.add_argument("--eval-seed", type=int, default=5, help="scenario seed of the unseen set (>= 0; training used 0)")
     ap.add_argument("--test-setups", type=int, default=4, help="unseen cluster setups (>= 1; default 4)")
     ap.add_argument("--test-workloads", type=int, default=3, help="unseen workloads per setup (>= 1; default 3)")
@@ -138,7 +143,7 @@ def main() -> None:
 
     policy = a.policy
     if a.train:  # the product's training (rlweights.pipeline.train), at the first budget
-        learn = pipeline.LearnParams(mode="train", timesteps=a.train, budget=budgets[0], seed=0)
+        learn = pipeline.LearnParams(mode="train", timesteps=a.train, budget=budgets[0], seed=0, model=a.model)
         train_set, _ = pipeline.build_scenarios(learn)
         policy = str(out_csv.with_name("rlweights_policy"))
         _, _, _, train_wall = pipeline.train(learn, train_set, save_to=policy)
@@ -146,7 +151,7 @@ def main() -> None:
         train_wall = None
     # the unseen set the pipeline evaluates with these parameters (same names: shared caches)
     evaluate = {"mode": "evaluate", "policy": policy, "seed": a.eval_seed, "test_setups": a.test_setups,
-                "test_workloads": a.test_workloads, "eval_seeds": seeds}
+                "test_workloads": a.test_workloads, "eval_seeds": seeds, "model": a.model}
     _, test = pipeline.build_scenarios(pipeline.LearnParams(**evaluate))
     sps, sps_cpu = env_steps_per_second(test)
     for sc in test:
@@ -228,6 +233,7 @@ def main() -> None:
     rnd = lambda d: {k: (round(v, 2) if isinstance(v, float) else v) for k, v in d.items()}  # noqa: E731
     result = {
         "bench": "rlweights",
+        "model": a.model,
         "headroom": {"vectors_per_pair_seed": a.headroom_vectors, "sobol_seed": a.headroom_seed,
                      "sampling": "equal weights, 7 one-plugin-dominant corners, the other 120 corners of {1,100}^7, "
                                  "then scrambled Sobol points mapped uniformly to 1..100 (rlweights.core.headroom)",
@@ -254,7 +260,8 @@ def print_table(r: dict, fh) -> None:
     h = r["headroom"]
     seeds = [str(s) for s in r["seeds"]]
     p = lambda *x: print(*x, file=fh)  # noqa: E731
-    p(f"Headroom: best of {h['vectors_per_pair_seed']} weight vectors vs equal weights, % of mean latency "
+    p(f"Headroom ({r['model']} model): best of {h['vectors_per_pair_seed']} weight vectors vs equal weights, "
+      "% of mean latency "
       f"({h['evaluations']} evaluations, {h['evals_per_s']}/s wall)")
     p(f"{'pair':28} {'mean':>7} " + " ".join(f"{'seed ' + s:>7}" for s in seeds) + f" {'any':>7}"
       f"   winning vector (seed {seeds[0]})")

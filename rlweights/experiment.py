@@ -17,6 +17,8 @@ from typing import Any
 
 from rest_framework import serializers
 
+from .core.env import DEFAULT_MODEL, SIM_MODELS
+from .core.simulator import METRICS
 from .core.workload import MAX_TRACE_ROWS
 from .inputs import MAX_NODE_ROWS, NODE_TABLE_FORMATS, InputError
 from .pipeline import LearnParams, check_inputs
@@ -36,7 +38,13 @@ class WeightLearningParams(serializers.Serializer):
     test_setups = serializers.IntegerField(min_value=1, max_value=64, default=3)
     test_workloads = serializers.IntegerField(min_value=1, max_value=64, default=3)
     window_s = serializers.FloatField(min_value=10, max_value=3600, default=120.0)
-    metric = serializers.ChoiceField(choices=["mean", "p95"], default="mean")
+    metric = serializers.ChoiceField(choices=list(METRICS), default="mean",
+                                     help_text="mean or p95 end-to-end latency, or mean slowdown (latency / isolated duration)")
+    model = serializers.ChoiceField(choices=list(SIM_MODELS), default=DEFAULT_MODEL,
+                                    help_text="workload model: serverless (processor sharing, pulls, keep-alive; default) "
+                                              "or snapshot (the first, simpler model)")
+    concurrency = serializers.IntegerField(min_value=1, max_value=1000, required=False, allow_null=True, default=None,
+                                           help_text="invocations one container serves at a time (serverless model; default 1)")
     budget = serializers.IntegerField(min_value=2, max_value=100, default=10)
     timesteps = serializers.IntegerField(min_value=64, max_value=1_000_000, default=30_000)
     seed = serializers.IntegerField(min_value=0, max_value=2**31 - 1, default=0)
@@ -45,7 +53,9 @@ class WeightLearningParams(serializers.Serializer):
     w_min = serializers.IntegerField(min_value=0, max_value=999, default=1)
     w_max = serializers.IntegerField(min_value=1, max_value=1000, default=100)
     n_stack = serializers.IntegerField(min_value=1, max_value=16, default=4)
-    keep_alive_s = serializers.FloatField(min_value=0, max_value=86400, default=60.0)
+    keep_alive_s = serializers.FloatField(min_value=0, max_value=86400, required=False, allow_null=True, default=None,
+                                          help_text="idle containers are removed after this long (default: the model's, "
+                                                    "600 s serverless, 60 s snapshot)")
     # a string that must be empty, not ChoiceField(choices=[""]): its schema would be an empty enum
     policy = serializers.CharField(default="", allow_blank=True, max_length=256,
                                    help_text="must be '': the shipped policy (evaluate mode); paths are not accepted")
@@ -143,7 +153,8 @@ def weight_learning_headline(experiment):
     base = methods[best]["mean_improvement_vs_equal_percent"]
     budget = ((experiment.result or {}).get("params") or {}).get("budget", "?")
     metric = ((experiment.result or {}).get("params") or {}).get("metric", "mean")
-    return Headline(engine="rlweights", metric=f"{metric}-latency improvement over equal weights (PPO)", ours=f"{ppo:+.1f} %",
+    what = "mean-slowdown" if metric == "slowdown" else f"{metric}-latency"
+    return Headline(engine="rlweights", metric=f"{what} improvement over equal weights (PPO)", ours=f"{ppo:+.1f} %",
                     baseline_name=f"{best} (budget {budget})", baseline=f"{base:+.1f} %",
                     ratio=1.0 - s["ppo_vs_best_baseline_percent"] / 100.0, better="lower",
                     note=f"ratio: PPO's latency / {best}'s, on unseen setups and workloads; paper: +33 % vs fixed, +12 % vs best")

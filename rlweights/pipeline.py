@@ -35,20 +35,30 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from rlweights.core.cluster import cluster_setups
-from rlweights.core.env import SimScenario
+from rlweights.core.env import DEFAULT_MODEL, SIM_MODELS, SimScenario, sim_config
 from rlweights.core.export import kube_scheduler_config_yaml, volcano_scheduler_conf_yaml
 from rlweights.core.scheduler import SCORE_PLUGIN_NAMES, Scheduler
-from rlweights.core.simulator import SimConfig
+from rlweights.core.simulator import METRICS
 from rlweights.core.workload import azure_sample_workload, replay_workload, workloads
 from rlweights.inputs import (NAME_RE, NODE_TABLE_FORMATS, InputError, cluster_descriptor, parse_node_table,
                               parse_workload, setup_from_cluster, shipped_node_table_descriptor,
                               shipped_workload_descriptor)
 from webapp.plug import Record, Report, no_report
 
-__all__ = ["SHIPPED_POLICY", "InputError", "LearnParams", "build_scenarios", "build_test_set", "build_train_set", "check_inputs",
-           "public_params", "run", "setup_from_cluster", "train"]
+__all__ = ["DEFAULT_MODEL", "PAIR_SHAPES", "SHIPPED_POLICY", "SIM_MODELS", "InputError", "LearnParams",
+           "build_scenarios", "build_test_set", "build_train_set", "check_inputs", "model_config", "public_params",
+           "run", "setup_from_cluster", "train"]
 
 SHIPPED_POLICY = Path(__file__).resolve().parents[1] / "data" / "rlweights" / "policy"
+
+#: Shape of the sampled (setup, workload) pairs per model: node counts of the PAI setups and the
+#: rate scale of the generated workloads (times the Azure sample's per-function rates). The
+#: snapshot model keeps its original 3-6 nodes at 6-16x, so its figures stay reproducible. The
+#: serverless model samples 8-16 nodes (issue 22: 3-6-node setups left little to choose between)
+#: at the same offered load *per node*: 6-16x for 4.5 nodes on average becomes 16-43x for 12
+#: (x 12 / 4.5, rounded). Fixed before any headroom was measured with the serverless model.
+PAIR_SHAPES = {"serverless": {"n_nodes": (8, 16), "rate_scale": (16.0, 43.0)},
+               "snapshot": {"n_nodes": (3, 6), "rate_scale": (6.0, 16.0)}}
 
 
 @dataclass
@@ -69,6 +79,13 @@ class LearnParams:
     ``workload``: evaluate on this inline Azure-2021-shaped trace, replayed
     ``workload_speedup`` times faster (``workload_name`` names it), instead of generated
     workloads. See :mod:`rlweights.inputs` for their formats and limits.
+
+    ``model``: the workload model, ``"serverless"`` (default, :mod:`rlweights.core.serverless`)
+    or ``"snapshot"`` (:mod:`rlweights.core.simulator`), which also sets the sampled pairs' shape
+    (:data:`PAIR_SHAPES`). ``keep_alive_s``: containers' keep-alive (``None``: the model's
+    default, 600 s serverless, 60 s snapshot); ``concurrency``: invocations per container
+    (serverless only; ``None``: 1). ``metric`` may also be ``"slowdown"`` (mean latency /
+    isolated duration).
     """
 
     mode: str = "train"
@@ -85,7 +102,7 @@ class LearnParams:
     w_min: int = 1
     w_max: int = 100
     n_stack: int = 4
-    keep_alive_s: float = 60.0
+    keep_alive_s: float | None = None
     policy: str = ""
     azure_sample: bool = False
     azure_speedup: float = 10.0
@@ -97,6 +114,8 @@ class LearnParams:
     workload: str = ""
     workload_name: str = ""
     workload_speedup: float = 1.0
+    model: str = DEFAULT_MODEL
+    concurrency: int | None = None
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field (:class:`InputError`, whose
@@ -109,8 +128,14 @@ class LearnParams:
                 raise ValueError(f"{name} must be in 1..64")
         if not 10 <= self.window_s <= 3600:
             raise ValueError("window_s must be in 10..3600 seconds")
-        if self.metric not in ("mean", "p95"):
-            raise ValueError("metric must be 'mean' or 'p95'")
+        if self.metric not in METRICS:
+            raise ValueError(f"metric must be one of {', '.join(METRICS)}")
+        if self.model not in SIM_MODELS:
+            raise ValueError(f"model must be one of {', '.join(SIM_MODELS)}")
+        if self.concurrency is not None and self.model != "serverless":
+            raise ValueError("concurrency applies to the serverless model only")
+        if self.concurrency is not None and not 1 <= self.concurrency <= 1000:
+            raise ValueError("concurrency must be in 1..1000")
         if not 2 <= self.budget <= 100:
             raise ValueError("budget must be in 2..100")
         if self.mode == "train" and not 64 <= self.timesteps <= 1_000_000:
@@ -125,8 +150,8 @@ class LearnParams:
             raise ValueError("cluster has no nodes")
         if self.reward not in ("step", "best"):
             raise ValueError("reward must be 'step' or 'best'")
-        if self.keep_alive_s < 0:
-            raise ValueError("keep_alive_s must be >= 0")
+        if self.keep_alive_s is not None and not 0 <= self.keep_alive_s <= 86400:
+            raise ValueError("keep_alive_s must be in 0..86400 seconds")
         if self.node_table and self.cluster is not None:
             raise InputError("node_table", "give a node table or a registered cluster (cluster_id), not both")
         if self.node_table_format not in NODE_TABLE_FORMATS:
@@ -140,6 +165,11 @@ class LearnParams:
             raise InputError("workload_speedup", "must be in 0.01..1000")
 
 
+def model_config(p: LearnParams):
+    """The simulation model's configuration for ``p`` (:func:`rlweights.core.env.sim_config`)."""
+    return sim_config(p.model, keep_alive_s=p.keep_alive_s, concurrency=p.concurrency)
+
+
 def build_test_set(p: LearnParams) -> tuple[list[SimScenario], dict]:
     """The unseen evaluation scenarios and a description of their inputs.
 
@@ -147,10 +177,12 @@ def build_test_set(p: LearnParams) -> tuple[list[SimScenario], dict]:
     ``test_setups`` PAI setups sampled with seed ``1000 * seed + 101``. Workloads: the inline
     ``workload`` replayed, else the Azure sample replayed (``azure_sample``), else
     ``test_workloads`` workloads generated with seed ``1000 * seed + 102`` (the function
-    profiles of a replayed trace are drawn with that seed too). Returns ``(scenarios,
+    profiles of a replayed trace are drawn with that seed too). Sampled setups and generated
+    workloads have the model's :data:`PAIR_SHAPES`. Returns ``(scenarios,
     {"node_table": descriptor, "workload": descriptor})`` (:mod:`rlweights.inputs`). Raises
     :class:`InputError` for bad inputs."""
-    cfg = SimConfig(keep_alive_s=p.keep_alive_s)
+    cfg = model_config(p)
+    shape = PAIR_SHAPES[p.model]
     base = 1000 * p.seed
     if p.cluster is not None:
         node_desc = cluster_descriptor(p.cluster)
@@ -159,7 +191,7 @@ def build_test_set(p: LearnParams) -> tuple[list[SimScenario], dict]:
         cluster, node_desc = parse_node_table(p.node_table, fmt=p.node_table_format, name=p.node_table_name)
         test_setups = [setup_from_cluster(cluster)]
     else:
-        test_setups = cluster_setups(base + 101, p.test_setups, prefix="unseen")
+        test_setups = cluster_setups(base + 101, p.test_setups, n_nodes=shape["n_nodes"], prefix="unseen")
         node_desc = shipped_node_table_descriptor(test_setups)
     rng = np.random.default_rng(base + 102)
     if p.workload:
@@ -170,7 +202,8 @@ def build_test_set(p: LearnParams) -> tuple[list[SimScenario], dict]:
         test_wl = [azure_sample_workload(rng, speedup=p.azure_speedup)]
         wl_desc = shipped_workload_descriptor(use="replayed", workloads=[w.name for w in test_wl], speedup=p.azure_speedup)
     else:
-        test_wl = workloads(base + 102, p.test_workloads, length_s=p.window_s, prefix="unseen")
+        test_wl = workloads(base + 102, p.test_workloads, length_s=p.window_s, rate_scale=shape["rate_scale"],
+                            prefix="unseen")
         wl_desc = shipped_workload_descriptor(use="generated", workloads=[w.name for w in test_wl])
     test = [SimScenario(s, w, p.metric, config=cfg) for s in test_setups for w in test_wl]
     return test, {"node_table": node_desc, "workload": wl_desc}
@@ -227,12 +260,14 @@ def _checked_test_set(p: LearnParams) -> tuple[list[SimScenario], dict]:
 
 def build_train_set(p: LearnParams) -> list[SimScenario]:
     """``train_setups x train_workloads`` pairs: PAI setups and generated workloads from seeds
-    ``1000 * seed + 1 / + 2`` (never the operator's inputs)."""
-    cfg = SimConfig(keep_alive_s=p.keep_alive_s)
+    ``1000 * seed + 1 / + 2`` (never the operator's inputs), of the model's :data:`PAIR_SHAPES`."""
+    cfg = model_config(p)
+    shape = PAIR_SHAPES[p.model]
     base = 1000 * p.seed
     return [SimScenario(s, w, p.metric, config=cfg)
-            for s in cluster_setups(base + 1, p.train_setups, prefix="train")
-            for w in workloads(base + 2, p.train_workloads, length_s=p.window_s, prefix="train")]
+            for s in cluster_setups(base + 1, p.train_setups, n_nodes=shape["n_nodes"], prefix="train")
+            for w in workloads(base + 2, p.train_workloads, length_s=p.window_s, rate_scale=shape["rate_scale"],
+                               prefix="train")]
 
 
 def build_scenarios(p: LearnParams):

@@ -6,7 +6,8 @@
   ``w = w_min + round((a + 1) / 2 * (w_max - w_min))`` (:func:`action_to_weights`), one weight per
   plugin of :data:`rlweights.core.scheduler.SCORE_PLUGIN_NAMES`.
 - **Step**: the scenario runs its workload window with those weights and measures the
-  performance metric ``L`` (mean or p95 end-to-end latency, seconds; lower is better).
+  performance metric ``L`` (mean or p95 end-to-end latency in seconds, or mean slowdown; lower
+  is better), by default with the serverless model (:mod:`rlweights.core.serverless`).
 - **Reward**: percentage improvement over the episode's reference ``L_ref`` (the metric with
   equal weights, measured at reset): ``r = 100 * (L_ref - L) / L_ref`` (``reward="step"``,
   default). With ``reward="best"`` it is the improvement of the best metric so far,
@@ -29,9 +30,30 @@ import gymnasium as gym
 import numpy as np
 
 from .scheduler import SCORE_PLUGIN_NAMES, SchedulingError
-from .simulator import SimConfig, simulate
+from .serverless import ServerlessConfig
+from .simulator import SimConfig
 
 N_PLUGINS = len(SCORE_PLUGIN_NAMES)
+
+#: The workload models by name: ``"serverless"`` (:mod:`rlweights.core.serverless`, the default)
+#: and ``"snapshot"`` (:mod:`rlweights.core.simulator`, the first model, kept for comparison).
+SIM_MODELS = {"serverless": ServerlessConfig, "snapshot": SimConfig}
+DEFAULT_MODEL = "serverless"
+
+
+def sim_config(model: str = DEFAULT_MODEL, **kw) -> ServerlessConfig | SimConfig:
+    """The configuration of the model named ``model`` (:data:`SIM_MODELS`) with the given
+    constants (e.g. ``keep_alive_s``; one left out or ``None`` takes the model's default).
+    Raises ``ValueError`` for an unknown model, a constant the model does not have, or a bad
+    value."""
+    if model not in SIM_MODELS:
+        raise ValueError(f"unknown model {model!r}; use one of {', '.join(SIM_MODELS)}")
+    cls = SIM_MODELS[model]
+    kw = {k: v for k, v in kw.items() if v is not None}
+    unknown = set(kw) - set(cls.__dataclass_fields__) - {"model"}
+    if unknown:
+        raise ValueError(f"model {model!r} has no parameter(s) {', '.join(sorted(unknown))}")
+    return cls(**kw)
 
 
 class Scenario(Protocol):
@@ -45,15 +67,17 @@ class Scenario(Protocol):
 
 @dataclass
 class SimScenario:
-    """A (cluster setup, workload) pair measured by :func:`rlweights.core.simulator.simulate`;
-    ``metric`` is ``"mean"`` or ``"p95"``. Results are cached per weight vector (the
-    simulation is deterministic)."""
+    """A (cluster setup, workload) pair measured by the model that ``config`` configures
+    (``config.simulate``): by default the serverless model (:mod:`rlweights.core.serverless`);
+    a :class:`~rlweights.core.simulator.SimConfig` selects the snapshot model. ``metric`` is
+    ``"mean"`` or ``"p95"`` latency or mean ``"slowdown"``. Results are cached per weight vector
+    (the simulation is deterministic)."""
 
     setup: object
     workload: object
     metric: str = "mean"
     seed: int = 0
-    config: SimConfig = field(default_factory=SimConfig)
+    config: ServerlessConfig | SimConfig = field(default_factory=ServerlessConfig)
     _cache: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -63,7 +87,7 @@ class SimScenario:
     def evaluate(self, weights: np.ndarray) -> float:
         key = tuple(int(x) for x in weights)
         if key not in self._cache:
-            self._cache[key] = simulate(self.setup, self.workload, np.asarray(key), self.seed, self.config).metric(self.metric)
+            self._cache[key] = self.config.simulate(self.setup, self.workload, np.asarray(key), self.seed).metric(self.metric)
         return self._cache[key]
 
 

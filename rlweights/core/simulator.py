@@ -1,4 +1,8 @@
-"""Event-driven simulation of one workload window on one cluster setup under one weight vector.
+"""The *snapshot* model (``model="snapshot"``): the first, simpler simulation of one workload
+window on one cluster setup under one weight vector, kept by name for comparison. The default
+model is :mod:`rlweights.core.serverless` (processor sharing over each invocation's whole life,
+pulls sharing a node's link, heterogeneous node speeds, keep-alive churn, concurrency limits);
+this module also defines the metrics both report (:class:`WindowPerformance`).
 
 Per invocation (in arrival order):
 
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -43,23 +48,33 @@ from .workload import Workload
 
 @dataclass(frozen=True)
 class SimConfig:
-    """Simulator constants (module docstring gives their sources)."""
+    """Constants of the snapshot model (module docstring gives their sources); ``model`` names
+    it (``"snapshot"``)."""
 
     keep_alive_s: float = 60.0
     pull_bandwidth_mib_s: float = 100.0
     container_start_s: float = 0.5
+    model: ClassVar[str] = "snapshot"
 
     def __post_init__(self) -> None:
         if self.keep_alive_s < 0 or self.pull_bandwidth_mib_s <= 0 or self.container_start_s < 0:
             raise ValueError("keep_alive_s and container_start_s must be >= 0, pull_bandwidth_mib_s > 0")
 
+    def simulate(self, setup: ClusterSetup, workload: Workload, weights, seed: int = 0) -> "WindowPerformance":
+        """:func:`simulate` with this configuration."""
+        return simulate(setup, workload, weights, seed, self)
+
 
 @dataclass(frozen=True)
 class WindowPerformance:
     """Performance of one window: ``mean_s`` and ``p95_s`` end-to-end latency [s] over the
-    served invocations, number of invocations (all arrivals), cold starts, image pulls, mean
-    slowdown from contention, and ``unschedulable`` invocations (their function fits on no node
-    of the fresh cluster; not served, not in the latencies)."""
+    served invocations, number of invocations (all arrivals), cold starts (containers placed),
+    image pulls, ``mean_slowdown``, and ``unschedulable`` invocations (their function fits on no
+    node of the fresh cluster; not served, not in the latencies). ``mean_slowdown`` is, in the
+    serverless model, the mean of latency / isolated duration (:mod:`rlweights.core.serverless`);
+    in the snapshot model, the mean contention factor of execution alone. ``expired`` /
+    ``evicted``: containers removed by the keep-alive / reclaimed for a pending pod (serverless
+    model; 0 in the snapshot model, which does not count them)."""
 
     mean_s: float
     p95_s: float
@@ -68,6 +83,8 @@ class WindowPerformance:
     pulls: int
     mean_slowdown: float
     unschedulable: int = 0
+    expired: int = 0
+    evicted: int = 0
 
     @property
     def served(self) -> int:
@@ -75,12 +92,19 @@ class WindowPerformance:
         return self.invocations - self.unschedulable
 
     def metric(self, name: str) -> float:
-        """``"mean"`` or ``"p95"`` latency [s]. Raises ``ValueError`` for another name."""
+        """``"mean"`` or ``"p95"`` latency [s], or ``"slowdown"`` (``mean_slowdown``; lower is
+        better for all three). Raises ``ValueError`` for another name."""
         if name == "mean":
             return self.mean_s
         if name == "p95":
             return self.p95_s
-        raise ValueError(f"unknown metric {name!r}; use 'mean' or 'p95'")
+        if name == "slowdown":
+            return self.mean_slowdown
+        raise ValueError(f"unknown metric {name!r}; use one of {', '.join(METRICS)}")
+
+
+#: Names :meth:`WindowPerformance.metric` accepts.
+METRICS = ("mean", "p95", "slowdown")
 
 
 def simulate(setup: ClusterSetup, workload: Workload, weights, seed: int = 0, config: SimConfig = SimConfig()) -> WindowPerformance:

@@ -24,6 +24,11 @@ these are ASSUMPTIONS drawn with a seeded generator:
   burst to, so the scheduler's view of load and the real contention differ);
 - memory request: from ``MEMORY_MIB_CHOICES`` with probabilities skewed to small sizes
   (after Shahrad et al., ATC 2020, Sec. 3.4: about 90% of Azure apps never use more than 400 MB);
+- memory-bandwidth demand of a busy invocation per CPU it uses, ``membw_gbs_per_cpu``:
+  log-uniform in ``MEMBW_GBS_PER_CPU_RANGE`` = 0.25..4 GB/s (ASSUMPTION: from compute-bound
+  handlers to memory-streaming functions; no source measured it for the Azure functions). It is
+  drawn from a child generator (``rng.spawn``), which does not advance ``rng``, so every other
+  profile value and every generated arrival stays what it was before this field existed;
 - one soft zone-spread constraint (``maxSkew 1``, ``ScheduleAnyway``) on the function's pods
   and, for about half of the functions, a preferred node-affinity term (weight 1..100) for CPU
   machines or T4 machines (assumption: CPU functions and inference functions).
@@ -50,6 +55,7 @@ CPU_USAGE_MILLI_P = (0.3, 0.3, 0.25, 0.15)  # assumption
 CPU_REQUEST_FRACTIONS = (0.25, 0.5, 1.0)  # assumption: requests set at or below use, as is common
 MEMORY_MIB_CHOICES = (128, 256, 512, 1024, 2048)  # assumption after Shahrad et al. ATC'20
 MEMORY_MIB_P = (0.3, 0.3, 0.25, 0.1, 0.05)
+MEMBW_GBS_PER_CPU_RANGE = (0.25, 4.0)  # assumption
 
 
 class WorkloadError(ValueError):
@@ -60,7 +66,8 @@ class WorkloadError(ValueError):
 class FunctionProfile:
     """What the simulator needs of a function: container image and its size [bytes], requests
     (CPU millicores, memory bytes), the pod template the scheduler sees, and the CPU a busy
-    invocation really uses (millicores; defaults to the request)."""
+    invocation really uses (millicores; defaults to the request) and the memory bandwidth it
+    draws per CPU it uses (GB/s; 0 = none, used by :mod:`rlweights.core.serverless`)."""
 
     func_id: str
     image: str
@@ -69,6 +76,7 @@ class FunctionProfile:
     memory_bytes: int
     pod: Pod
     cpu_usage_milli: int = 0
+    membw_gbs_per_cpu: float = 0.0
 
 
 @dataclass
@@ -213,6 +221,8 @@ def assign_profiles(func_ids: list[str], rng: np.random.Generator) -> list[Funct
     """Seeded per-function image, requests and pod template (ASSUMPTIONS; module docstring)."""
     out = []
     lo, hi = np.log(IMAGE_MIB_RANGE[0]), np.log(IMAGE_MIB_RANGE[1])
+    # a child generator: rng's own stream (and so every other draw) is left as it was
+    membw = np.exp(rng.spawn(1)[0].uniform(*np.log(MEMBW_GBS_PER_CPU_RANGE), size=len(func_ids)))
     for k, f in enumerate(func_ids):
         image = f"registry.example/fn-{k}:v1"
         size = int(np.exp(rng.uniform(lo, hi)) * MiB)
@@ -228,7 +238,8 @@ def assign_profiles(func_ids: list[str], rng: np.random.Generator) -> list[Funct
                   preferred_terms=preferred,
                   spread_constraints=(SpreadConstraint(1, ZONE_KEY, "ScheduleAnyway", (("app", f"fn-{k}"),)),),
                   cache_key=f"fn-{k}")
-        out.append(FunctionProfile(f, image, size, cpu, mem, pod, cpu_usage_milli=usage))
+        out.append(FunctionProfile(f, image, size, cpu, mem, pod, cpu_usage_milli=usage,
+                                   membw_gbs_per_cpu=float(membw[k])))
     return out
 
 

@@ -23,6 +23,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         from rlweights import inputs
+        from rlweights.core.env import SIM_MODELS
+        from rlweights.core.simulator import METRICS
         from rlweights.pipeline import LearnParams
 
         d = LearnParams()
@@ -34,7 +36,13 @@ class Command(BaseCommand):
         parser.add_argument("--test-setups", type=int, default=d.test_setups)
         parser.add_argument("--test-workloads", type=int, default=d.test_workloads)
         parser.add_argument("--window", type=float, default=d.window_s, help="workload window [s]")
-        parser.add_argument("--metric", choices=["mean", "p95"], default=d.metric)
+        parser.add_argument("--metric", choices=list(METRICS), default=d.metric,
+                            help="mean or p95 latency, or mean slowdown (latency / isolated duration)")
+        parser.add_argument("--model", choices=list(SIM_MODELS), default=d.model,
+                            help="workload model (default serverless; snapshot: the first, simpler one)")
+        parser.add_argument("--keep-alive", type=float, default=None, help="container keep-alive [s] (default: the model's)")
+        parser.add_argument("--concurrency", type=int, default=None,
+                            help="invocations per container (serverless model; default 1)")
         parser.add_argument("--seed", type=int, default=d.seed)
         parser.add_argument("--eval-seeds", default=",".join(map(str, d.eval_seeds)))
         parser.add_argument("--reward", choices=["step", "best"], default=d.reward, help="reward of the environment")
@@ -79,7 +87,8 @@ class Command(BaseCommand):
             window_s=o["window"], metric=o["metric"], seed=o["seed"], eval_seeds=seeds, azure_sample=o["azure_sample"],
             azure_speedup=o["azure_speedup"], policy=o["policy"], reward=o["reward"], node_table=node_table,
             node_table_format=node_fmt, node_table_name=node_name, workload=workload, workload_name=workload_name,
-            workload_speedup=o["workload_speedup"])
+            workload_speedup=o["workload_speedup"], model=o["model"], keep_alive_s=o["keep_alive"],
+            concurrency=o["concurrency"])
         if o["cluster_id"] is not None:
             from rlweights.selectors import cluster_nodes
             from webapp.models import Cluster

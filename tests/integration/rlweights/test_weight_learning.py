@@ -191,7 +191,7 @@ def test_inline_node_table_and_workload_through_the_api_and_a_real_worker(celery
 
     from rlweights.core.cluster import DEFAULT_PAI_SPEC, ClusterSetup
     from rlweights.core.scheduler import Node
-    from rlweights.core.simulator import simulate
+    from rlweights.core.serverless import simulate
     from rlweights.core.workload import DEFAULT_AZURE_SAMPLE, parse_azure_trace, replay_workload
 
     inline = {**TINY_EVAL, "node_table": LAB_TABLE, "node_table_name": "lab", "workload": FN_TRACE, "workload_name": "fn-trace"}

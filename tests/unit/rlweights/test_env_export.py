@@ -144,3 +144,23 @@ def test_volcano_export():
     conf = yaml.safe_load(volcano_scheduler_conf_yaml([30, 10, 5, 80, 2, 3, 1]))
     nodeorder = [p for tier in conf["tiers"] for p in tier["plugins"] if p["name"] == "nodeorder"]
     assert nodeorder[0]["arguments"] == args
+
+
+def test_check_env_on_the_serverless_model():
+    """The environment over real scenarios of the default (serverless) model: a small PAI setup
+    and a short generated window; gymnasium's checker and a step whose metric equals the model's."""
+    from rlweights.core.cluster import cluster_setups
+    from rlweights.core.env import SimScenario
+    from rlweights.core.serverless import ServerlessConfig, simulate
+    from rlweights.core.workload import workloads
+
+    setup = cluster_setups(7, 1, n_nodes=(3, 3), prefix="chk")[0]
+    wl = workloads(8, 1, length_s=10.0, prefix="chk")[0]
+    sc = SimScenario(setup, wl)
+    assert isinstance(sc.config, ServerlessConfig)
+    env = WeightLearningEnv([sc], steps=3)
+    check_env(env)
+    env.reset(seed=0)
+    _, _, _, _, info = env.step(np.zeros(7, np.float32))
+    assert info["weights"] == [51] * 7
+    assert info["metric"] == simulate(setup, wl, np.full(7, 51), 0).mean_s

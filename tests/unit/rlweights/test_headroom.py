@@ -14,7 +14,7 @@ from rlweights.core.cluster import ClusterSetup, cluster_setups
 from rlweights.core.env import SimScenario
 from rlweights.core.headroom import Headroom, distribution, headroom, headroom_vectors, vector_kind
 from rlweights.core.scheduler import Node, Pod
-from rlweights.core.simulator import simulate
+from rlweights.core.serverless import simulate
 from rlweights.core.workload import FunctionProfile, Workload, workloads
 
 ROOT = Path(__file__).resolve().parents[3]

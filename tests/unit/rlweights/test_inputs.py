@@ -9,7 +9,7 @@ import pytest
 
 from rlweights import pipeline
 from rlweights.core.scheduler import Node
-from rlweights.core.simulator import SimConfig, simulate
+from rlweights.core.serverless import simulate
 from rlweights.core.workload import (DEFAULT_AZURE_SAMPLE, MAX_TRACE_ROWS, WorkloadError, parse_azure_trace,
                                      replay_workload)
 from rlweights.inputs import (MAX_NODE_ROWS, InputError, cluster_descriptor, detect_node_table_format, parse_node_table,
@@ -276,7 +276,8 @@ def test_run_measures_on_the_inline_inputs_and_names_them(inline_run):
     # the content is not copied into the result or the comparison keys: its hash is
     assert result["params"]["node_table"] == f"sha256:{sha(PAI)}" and result["params"]["workload"] == f"sha256:{sha(TRACE)}"
     assert recorded["comparison"][0]["key"]["workload"] == f"sha256:{sha(TRACE)}"
-    # every row's metric equals the core's simulation on nodes written out by hand from PAI
+    # every row's metric equals the core's (serverless) simulation on nodes written out by hand
+    # from PAI; the importer's gpu_type label gives them the PAI machine types' CPUs
     from rlweights.core.cluster import ClusterSetup
 
     setup = ClusterSetup("lab", [Node("m-a", 16000, 64 * GiB, labels={"gpu_type": "CPU"}),
@@ -285,7 +286,7 @@ def test_run_measures_on_the_inline_inputs_and_names_them(inline_run):
     rows = [r for r in result["rows"] if not r.get("skipped")]
     assert {r["method"] for r in rows} >= {"equal", "ppo", "tpe", "random-search"}
     for r in rows:
-        assert r["best_metric"] == pytest.approx(simulate(setup, wl, np.array(r["best_weights"]), 0, SimConfig()).mean_s, rel=1e-12)
+        assert r["best_metric"] == pytest.approx(simulate(setup, wl, np.array(r["best_weights"]), 0).mean_s, rel=1e-12)
 
 
 def test_inline_copy_of_the_shipped_sample_gives_the_shipped_results(inline_run):

@@ -5,7 +5,9 @@ import pytest
 
 from rlweights import pipeline
 from rlweights.core.cluster import cluster_setups
-from rlweights.core.simulator import SimConfig, simulate
+from rlweights.core.serverless import ServerlessConfig, simulate
+from rlweights.core.simulator import SimConfig
+from rlweights.core.simulator import simulate as simulate_snapshot
 from rlweights.core.workload import workloads
 from webapp.plug import Collect
 
@@ -24,18 +26,19 @@ def evaluated():
 def test_evaluate_rows_equal_metrics_simulated_from_the_core(evaluated):
     result, _, _ = evaluated
     # the unseen set, rebuilt from the core with the seeds the pipeline documents (1000 * seed + 101 / 102)
-    setups = cluster_setups(3101, 1, prefix="unseen")
-    wls = workloads(3102, 2, length_s=20.0, prefix="unseen")
+    # and the serverless model's pair shape: 8-16 PAI nodes, 16-43x the sample's rates
+    setups = cluster_setups(3101, 1, n_nodes=(8, 16), prefix="unseen")
+    wls = workloads(3102, 2, length_s=20.0, rate_scale=(16.0, 43.0), prefix="unseen")
     by_name = {f"{s.name}/{w.name}": (s, w) for s in setups for w in wls}
     assert result["test_scenarios"] == list(by_name)
     rows = [r for r in result["rows"] if not r.get("skipped")]
     assert {r["method"] for r in rows} >= {"equal", "ppo", "random-search", "tpe"}
     for name, (s, w) in by_name.items():
         mine = {r["method"]: r for r in rows if r["scenario"] == name}
-        eq = simulate(s, w, np.array(mine["equal"]["best_weights"]), 0, SimConfig(keep_alive_s=60.0)).metric("mean")
+        eq = simulate(s, w, np.array(mine["equal"]["best_weights"]), 0, ServerlessConfig(keep_alive_s=600.0)).metric("mean")
         assert mine["equal"]["best_metric"] == pytest.approx(eq, rel=1e-12)
         for r in mine.values():
-            m = simulate(s, w, np.array(r["best_weights"]), 0, SimConfig(keep_alive_s=60.0)).metric("mean")
+            m = simulate(s, w, np.array(r["best_weights"]), 0, ServerlessConfig(keep_alive_s=600.0)).metric("mean")
             assert r["best_metric"] == pytest.approx(m, rel=1e-12)
             assert r["improvement_vs_equal_percent"] == pytest.approx(100.0 * (eq - m) / eq, rel=1e-9)
 
@@ -61,6 +64,28 @@ def test_resume_reuses_rows_with_the_same_key_and_remeasures_the_rest(evaluated)
     assert [r["best_metric"] for r in again["rows"] if r["scenario"] == first["scenario"]] == [-1.0] * len(first["rows"])
     assert [r for r in again["rows"] if r["scenario"] == second["scenario"]] == second["rows"]
     assert [c["scenario"] for c in collect.rows["comparison"]] == [second["scenario"]]
+
+
+def test_the_snapshot_model_is_available_by_name():
+    """``model="snapshot"``: the first model, with its own pair shape (3-6 nodes, 6-16x) and its
+    60-s keep-alive, equal to the core's snapshot simulation."""
+    params = {**PARAMS, "model": "snapshot", "test_workloads": 1}
+    result = pipeline.run(params)
+    s = cluster_setups(3101, 1, prefix="unseen")[0]
+    w = workloads(3102, 1, length_s=20.0, prefix="unseen")[0]
+    assert result["test_scenarios"] == [f"{s.name}/{w.name}"]
+    assert result["params"]["model"] == "snapshot"
+    for r in result["rows"]:
+        m = simulate_snapshot(s, w, np.array(r["best_weights"]), 0, SimConfig(keep_alive_s=60.0)).metric("mean")
+        assert r["best_metric"] == pytest.approx(m, rel=1e-12)
+
+
+@pytest.mark.parametrize("bad, field", [({"model": "other"}, "model"), ({"metric": "median"}, "metric"),
+                                        ({"model": "snapshot", "concurrency": 2}, "concurrency"),
+                                        ({"concurrency": 0}, "concurrency"), ({"keep_alive_s": -1.0}, "keep_alive_s")])
+def test_model_parameters_are_checked(bad, field):
+    with pytest.raises(ValueError, match=field):
+        pipeline.run({**PARAMS, **bad})
 
 
 def test_bad_parameters_are_refused_before_any_work():
