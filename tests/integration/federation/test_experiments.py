@@ -146,7 +146,7 @@ def test_fedbench_command_json():
 def test_applications_endpoint_lists_derived_graphs(api):
     body = api.get("/api/v1/federation/applications/").json()
     by = {a["name"]: a for a in body}
-    assert set(by) == {"hotelReservation", "socialNetwork", "sockshop", "batch-training", "inference"}
+    assert set(by) == {"hotelReservation", "socialNetwork", "sockshop", "batch-training", "inference", "video-analytics"}
     assert {"caller": "user", "callee": "user-db", "calls": 1.0, "payload_bytes": 4096} in by["sockshop"]["edges"]
     assert APIClient().get("/api/v1/federation/applications/").status_code in (401, 403)
 
