@@ -72,6 +72,7 @@ def harness_procs() -> list[psutil.Process]:
     ({"application": "sockshop", "clusters": CLUSTERS, "client": "nowhere"}, "non_field_errors"),
     ({"application": "sockshop", "clusters": CLUSTERS[:2], "rtt_ms": [[0, 1]], "bandwidth_mbps": [[1, 1], [1, 1]]}, "non_field_errors"),
     ({"application": "sockshop", "clusters": [{"name": "x", "capacity_cores": 1, "contention": 1.5}]}, "clusters"),
+    ({"application": "sockshop", "clusters": CLUSTERS, "routing": "anycast"}, "routing"),
 ])
 def test_bad_plan_parameters_are_rejected_and_nothing_stored(api, params, field):
     resp = api.post("/api/v1/experiments/", {"kind": "federation-plan", "parameters": params}, format="json")
