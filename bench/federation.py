@@ -7,13 +7,16 @@
     (nearest-fit, all-in-one, Karmada static / dynamic weights and spreadConstraints with
     Karmada's own Webster division) on the split-forcing scenarios of
     federation.backends.scenarios.split_scenarios (fits-near as the control where no split
-    pays, capacity, pinned-data, contention, spread), runs interleaved over --rounds seeds,
-    median and min-max range of p95, which constraint binds, and the verdict against the best
-    eligible baseline (beats / ties / loses by whether the ranges overlap);
+    pays, capacity, pinned-data, contention, users-2-regions, spread, users-geo with locality
+    routing, capacity-chain), runs interleaved over --rounds seeds, median and min-max range of
+    p95 beside the model's expected ms, per user region where users sit in several, which
+    constraint binds, and the verdict against the best eligible baseline (beats / ties / loses
+    by whether the ranges of the overall p95 overlap);
 (c) planning time of greedy + local search for 50 member clusters x 100 services (seeded random
     instance), and the MILP against greedy on a mid-size instance.
 
 Usage: nice -n 10 python bench/federation.py [--quick] [--rounds N] [--duration S] [--parts scenarios,degradation,planning]
+       [--scenarios users-geo,capacity-chain]
 """
 from __future__ import annotations
 
@@ -68,6 +71,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="repeats of each scenario x plan (spread is over these)")
     ap.add_argument("--duration", type=float, default=2.0, help="measured seconds per run")
     ap.add_argument("--parts", default="scenarios,degradation,planning")
+    ap.add_argument("--scenarios", default="", help="with --parts scenarios: only these (comma-separated; default all)")
     a = ap.parse_args()
     parts = set(a.parts.split(","))
     if not parts <= {"scenarios", "degradation", "planning"} or a.rounds < 1 or a.duration <= 0:
@@ -84,7 +88,8 @@ def main() -> None:
                            report=no_report, record=Collect())["degradation"]
     comps = []
     if "scenarios" in parts:
-        comps = pipeline.run({"task": "scenarios", "rounds": a.rounds, "duration_s": a.duration, "rate_rps": 4.0},
+        want = [x.strip() for x in a.scenarios.split(",") if x.strip()] or None
+        comps = pipeline.run({"task": "scenarios", "rounds": a.rounds, "duration_s": a.duration, "rate_rps": 4.0, "scenarios": want},
                              report=no_report, record=Collect())["scenarios"]
 
     out = ROOT / "bench" / "out"
@@ -100,6 +105,8 @@ def main() -> None:
             for m, v in c["measured"].items():
                 w.writerow(["scenario", c["scenario"], c["app"], m, "", round(v["p50_ms"], 3), round(v["p95_ms"], 3), round(v["p95_min"], 3),
                             round(v["p95_max"], 3), round(v["expected_ms"], 3), "", ""])
+                for reg, r in (v.get("by_region") or {}).items():
+                    w.writerow(["scenario-region", f"{c['scenario']}:{reg}", c["app"], m, "", r["p50_ms"], r["p95_ms"], "", "", "", "", ""])
         for r in plan_rows:
             w.writerow(["planning", r["case"], "", r["method"], "", "", "", "", "", round(r["expected_ms"], 3), "", round(r["seconds"], 4)])
 
@@ -116,6 +123,10 @@ def main() -> None:
             "binding": sorted(k for k, v in c["binding"].items() if v["binds"]),
             "p95_ms": {m: [round(v["p95_ms"], 1), round(v["p95_min"], 1), round(v["p95_max"], 1)] for m, v in c["measured"].items()},
             "expected_ms": {m: round(v["expected_ms"], 1) for m, v in c["measured"].items()},
+            "routing": c.get("routing"),
+            "p95_ms_by_region": {m: {reg: r["p95_ms"] and round(r["p95_ms"], 1) for reg, r in v["by_region"].items()}
+                                 for m, v in c["measured"].items() if v.get("by_region")},
+            "mean_ms": {m: round(v["mean_ms"], 1) for m, v in c["measured"].items()},
             "ineligible": {m: ("overcommits a cluster" if not v["fits"] else "misses the spread" if not v["meets_spread"] else "errors")
                            for m, v in c["measured"].items()
                            if not m.startswith("orchestrator") and not (v["fits"] and v["meets_spread"] and not v["errors"])},

@@ -21,7 +21,7 @@ from federation.core.applications import get_application, known_applications
 from federation.core.model import Federation, FederationError
 
 CONTENTION_LABEL = "tandem.io/contention"
-SCENARIO_NAMES = ["fits-near", "capacity", "pinned-data", "contention", "users-2-regions", "spread"]
+SCENARIO_NAMES = ["fits-near", "capacity", "pinned-data", "contention", "users-2-regions", "spread", "users-geo", "capacity-chain"]
 PAGE = "/federation/"
 
 
@@ -116,6 +116,10 @@ class FederationPlanParameters(FederationParamsMixin):
     entry = serializers.CharField(required=False, allow_blank=True, default="", max_length=128,
                                   help_text="with manifests: the service user requests hit")
     method = serializers.ChoiceField(choices=["auto", "milp", "greedy"], default="auto")
+    routing = serializers.ChoiceField(choices=["proportional", "locality"], default="proportional",
+                                      help_text="which replica a call or a user reaches: in proportion to replica counts, or the "
+                                                "caller's own cluster's (else the nearest); with locality the plan may copy services "
+                                                "into several clusters")
     contention_weight = serializers.FloatField(min_value=0.0, max_value=100.0, default=1.0)
     pinned = serializers.DictField(child=serializers.CharField(max_length=128), required=False, default=dict)
     min_clusters = serializers.DictField(child=serializers.IntegerField(min_value=1, max_value=MAX_CLUSTERS), required=False, default=dict,

@@ -8,7 +8,9 @@
   (``[{name, capacity_cores, contention, region}]``; registered clusters are resolved to this
   form by the experiment kind) with links from ``rtt_ms`` / ``bandwidth_mbps`` or Skyplane by
   region; optional ``client`` (or ``users``: cluster -> share, users in several regions), ``method``, ``contention_weight``, ``pinned`` (service ->
-  cluster), ``min_clusters`` (service -> clusters it must span). With ``previous_replicas``
+  cluster), ``min_clusters`` (service -> clusters it must span), ``routing`` (``proportional``,
+  default, or ``locality``: calls and users prefer a replica in their own cluster, else the
+  nearest; the plan may then copy services into several clusters, :mod:`federation.core.cost`). With ``previous_replicas``
   (service -> {cluster: n}, a plan in force) and ``unreachable`` (members whose probes fail) it
   re-plans around them (:func:`federation.core.health.replan`): their replicas stay unless
   ``failover`` is true; the result carries the plan diff. Returns the plan, every baseline that
@@ -81,7 +83,8 @@ def plan(params: Mapping[str, Any], report: Report = no_report) -> dict:
     fed = federation_from_clusters(params)
     app = application_of(params)
     client = dict(params["users"]) if params.get("users") else (params.get("client") or None)
-    kw = dict(contention_weight=float(params.get("contention_weight", 1.0)), client=client)
+    kw = dict(contention_weight=float(params.get("contention_weight", 1.0)), client=client,
+              routing=params.get("routing") or "proportional")
     cons = {"pinned": dict(params.get("pinned") or {}) or None, "min_clusters": dict(params.get("min_clusters") or {}) or None}
     report(5, "planning")
     unreachable = set(params.get("unreachable") or [])
@@ -108,7 +111,7 @@ def plan(params: Mapping[str, Any], report: Report = no_report) -> dict:
         "services": [{"name": s.name, "tier": s.tier, "replicas": s.replicas, "cpu_per_replica": s.cpu_per_replica, "work_ms": s.work_ms}
                      for s in app.services],
         "edges": [{"caller": e.caller, "callee": e.callee, "calls": e.calls, "payload_bytes": e.payload_bytes} for e in app.edges],
-        "federation": federation_summary(fed), "client": client,
+        "federation": federation_summary(fed), "client": client, "routing": kw["routing"],
         "plan": p.as_dict(), "baselines": {n: b.as_dict() for n, b in base_plans.items()}, "unschedulable_baselines": unschedulable,
         "baseline_descriptions": dict(orchestrator.BASELINE_DESCRIPTIONS),
         "karmada_yaml": karmada.propagation_policy_yaml(p, app=app, unreachable=kept_unreachable),

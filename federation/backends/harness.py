@@ -7,8 +7,13 @@
   Network namespaces per cluster are not used: every process listens on 127.0.0.1, and
   isolation between clusters comes only from the proxies below.
 * Each **service** is one process per cluster holding its replicas
-  (:mod:`federation.backends.service`; replicas of a service in one cluster are one process, and
-  callers pick a cluster's process with probability proportional to its replica count).
+  (:mod:`federation.backends.service`; replicas of a service in one cluster are one process).
+  Which cluster's process a caller calls follows the federation's **routing**, computed by the
+  cost model's own :func:`federation.core.cost.route_row` so the world and the model agree:
+  ``"proportional"`` (default), with probability proportional to the replica counts;
+  ``"locality"``, the process in the caller's own cluster when there is one, else the nearest
+  cluster's (by RTT; ties by replica count), as Istio locality failover / Cilium
+  ``affinity: local`` route.
 * Every call that **crosses clusters** goes through a delay proxy
   (:mod:`federation.backends.proxy`) with one-way delay ``rtt[i, j] * latency_scale / 2`` (and
   optionally the link's bandwidth); calls inside a cluster go straight over loopback.
@@ -22,6 +27,9 @@
   rate, open loop (each request's latency counts from its scheduled send time, so queueing behind
   slow requests is measured, not hidden: Tene's "coordinated omission"), from the ``client``
   cluster (through a proxy if the entry runs elsewhere), and reports percentiles and throughput.
+  Users in several regions (``client`` = ``{cluster: share}``): each request comes from one
+  region, by share, and goes to the entry the routing picks from that region (under locality,
+  the region's own entry); the result also gives each region's percentiles.
 
 Every process the harness starts is in its own process group and is stopped (SIGTERM, then
 SIGKILL) when the :class:`Harness` context exits: on success, on error, on KeyboardInterrupt,
@@ -175,7 +183,8 @@ class LoadResult:
     """Latency percentiles (ms) of the measured window, throughput (completed OK requests per
     second of the window), and counts. ``contention``: per cluster, the target and what the
     application saw during the run (:mod:`federation.backends.procstat`; filled by
-    :meth:`Harness.run_load`)."""
+    :meth:`Harness.run_load`). ``by_region``: with labelled endpoints (users' regions), per
+    label ``{sent, ok, p50_ms, p95_ms, mean_ms}`` of the requests from there."""
 
     rate_rps: float
     duration_s: float
@@ -188,15 +197,26 @@ class LoadResult:
     mean_ms: float
     throughput_rps: float
     contention: dict = field(default_factory=dict)
+    by_region: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def open_loop(endpoints: list[tuple[int, float]], *, rate_rps: float, duration_s: float, warmup_s: float = 0.5,
+def _summary(lats_ms: np.ndarray) -> dict:
+    if not len(lats_ms):
+        return {"p50_ms": float("nan"), "p95_ms": float("nan"), "p99_ms": float("nan"), "mean_ms": float("nan")}
+    return {"p50_ms": float(np.percentile(lats_ms, 50)), "p95_ms": float(np.percentile(lats_ms, 95)),
+            "p99_ms": float(np.percentile(lats_ms, 99)), "mean_ms": float(lats_ms.mean())}
+
+
+def open_loop(endpoints: list[tuple], *, rate_rps: float, duration_s: float, warmup_s: float = 0.5,
               request_bytes: int = 256, seed: int = 0, max_workers: int = 64) -> LoadResult:
     """Send requests at ``rate_rps`` for ``warmup_s + duration_s`` seconds to ``endpoints``
-    (``[(port, weight)]`` on 127.0.0.1); only requests scheduled after the warm-up count."""
+    (``[(port, weight)]`` or ``[(port, weight, label)]`` on 127.0.0.1, each request to one
+    endpoint drawn by weight); only requests scheduled after the warm-up count. With labels the
+    result's ``by_region`` summarises each label's requests. Raises :class:`FederationError` for
+    a non-positive rate or duration."""
     from federation.backends.service import _Pool
 
     if rate_rps <= 0 or duration_s <= 0:
@@ -205,18 +225,18 @@ def open_loop(endpoints: list[tuple[int, float]], *, rate_rps: float, duration_s
     pool = _Pool()
     body = b"x" * request_bytes
     n = int(round(rate_rps * (warmup_s + duration_s)))
-    picks = rng.choice(len(endpoints), size=n, p=np.array([w for _, w in endpoints]) / sum(w for _, w in endpoints))
-    results: list[tuple[float, float, bool]] = []
+    picks = rng.choice(len(endpoints), size=n, p=np.array([e[1] for e in endpoints]) / sum(e[1] for e in endpoints))
+    results: list[tuple[float, float, bool, object]] = []
     lock = threading.Lock()
 
-    def one(t_sched: float, port: int) -> None:
+    def one(t_sched: float, port: int, label) -> None:
         try:
             ok = pool.call("127.0.0.1", port, body, timeout=60.0) == 200
         except OSError:
             ok = False
         lat = time.perf_counter() - t_sched
         with lock:
-            results.append((t_sched, lat, ok))
+            results.append((t_sched, lat, ok, label))
 
     t0 = time.perf_counter() + 0.05
     with ThreadPoolExecutor(max_workers=max_workers) as ex:
@@ -225,13 +245,20 @@ def open_loop(endpoints: list[tuple[int, float]], *, rate_rps: float, duration_s
             d = t_sched - time.perf_counter()
             if d > 0:
                 time.sleep(d)
-            ex.submit(one, t_sched, endpoints[int(picks[k])][0])
-    window = [(t, lat, ok) for t, lat, ok in results if t >= t0 + warmup_s]
-    lats = np.array([lat for _, lat, ok in window if ok]) * 1000.0
+            ep = endpoints[int(picks[k])]
+            ex.submit(one, t_sched, ep[0], ep[2] if len(ep) > 2 else None)
+    window = [r for r in results if r[0] >= t0 + warmup_s]
+    lats = np.array([lat for _, lat, ok, _ in window if ok]) * 1000.0
     oks = len(lats)
-    q = (lambda p: float(np.percentile(lats, p))) if oks else (lambda p: float("nan"))
-    return LoadResult(rate_rps, duration_s, len(window), oks, len(window) - oks, q(50), q(95), q(99),
-                      float(lats.mean()) if oks else float("nan"), oks / duration_s)
+    q = _summary(lats)
+    res = LoadResult(rate_rps, duration_s, len(window), oks, len(window) - oks, q["p50_ms"], q["p95_ms"], q["p99_ms"],
+                     q["mean_ms"], oks / duration_s)
+    labels = sorted({e[2] for e in endpoints if len(e) > 2}, key=str)
+    for lab in labels:
+        mine = [r for r in window if r[3] == lab]
+        ok_lats = np.array([lat for _, lat, ok, _ in mine if ok]) * 1000.0
+        res.by_region[str(lab)] = {"sent": len(mine), "ok": len(ok_lats), **_summary(ok_lats)}
+    return res
 
 
 class Harness:
@@ -240,6 +267,8 @@ class Harness:
 
     ``client``: cluster the load comes from, or ``{cluster: share}`` for users in several
     regions (each request comes from one of them by share; default: the entry's first cluster).
+    ``routing``: ``"proportional"`` or ``"locality"``, which replica each call and each region's
+    users reach (module docstring; :func:`federation.core.cost.route_row`).
     ``latency_scale``: multiplies every RTT (1 = the federation's real RTTs).
     ``work_scale`` / ``payload_scale``: multiply CPU work and payload sizes (to keep runs short).
     ``bandwidth``: shape cross-cluster links to the federation's bandwidth.
@@ -251,15 +280,17 @@ class Harness:
 
     def __init__(self, app: Application, fed: Federation, replicas: dict[str, dict[str, int]], *, client: str | None = None,
                  latency_scale: float = 1.0, work_scale: float = 1.0, payload_scale: float = 1.0,
-                 bandwidth: bool = False, contention: bool = True, cpu_map: dict[str, list[int]] | None = None) -> None:
+                 bandwidth: bool = False, contention: bool = True, cpu_map: dict[str, list[int]] | None = None,
+                 routing: str = "proportional") -> None:
         for s in app.names:
             if s not in replicas or not replicas[s] or any(n <= 0 for n in replicas[s].values()):
                 raise FederationError(f"placement has no replicas for service {s!r}")
             for c in replicas[s]:
                 fed.index(c)
         self.app, self.fed, self.replicas = app, fed, replicas
-        from federation.core.cost import client_shares
+        from federation.core.cost import check_routing, client_shares
 
+        self.routing = check_routing(routing)
         self.client = client or sorted(replicas[app.entry])[0]
         self.client_shares = client_shares(self.client)
         for k in self.client_shares:
@@ -276,7 +307,7 @@ class Harness:
         self.sup = Supervisor()
         self.ports: dict[tuple[str, str], int] = {}
         self._proxies: dict[tuple[str, str, str], int] = {}
-        self.entry_endpoints: list[tuple[int, float]] = []
+        self.entry_endpoints: list[tuple[int, float, str]] = []
         self.service_pids: dict[str, list[int]] = {c.name: [] for c in fed.clusters}
         self.hog_pids: dict[str, int] = {}
 
@@ -291,6 +322,8 @@ class Harness:
         return self._proxies[key]
 
     def __enter__(self) -> "Harness":
+        from federation.core.cost import route_row
+
         try:
             for c in self.fed.clusters:
                 if self.contention and c.contention > 0:
@@ -303,17 +336,17 @@ class Harness:
                 for c, _n in sorted(self.replicas[s].items()):
                     down = []
                     for e in self.app.downstream(s):
-                        eps = [[ "127.0.0.1", self._endpoint(e.callee, at, c), n] for at, n in sorted(self.replicas[e.callee].items())]
+                        eps = [["127.0.0.1", self._endpoint(e.callee, at, c), w]
+                               for at, w in sorted(route_row(self.fed, self.replicas[e.callee], c, self.routing).items())]
                         down.append({"name": e.callee, "calls": e.calls, "request_bytes": int(self.payload_scale * e.payload_bytes / 2), "endpoints": eps})
                     cfg = {"name": s, "work_ms": svc.work_ms * self.work_scale, "response_bytes": resp,
                            "cpus": self.cpu_map[c], "downstream": down, "parent_pid": os.getpid()}
                     proc, port = self.sup.start([sys.executable, "-m", "federation.backends.service", json.dumps(cfg)])
                     self.ports[(s, c)] = port
                     self.service_pids[c].append(proc.pid)
-            tot = sum(self.replicas[self.app.entry].values())
-            self.entry_endpoints = [(self._endpoint(self.app.entry, at, k), share * n / tot)
+            self.entry_endpoints = [(self._endpoint(self.app.entry, at, k), share * w, k)
                                     for k, share in sorted(self.client_shares.items())
-                                    for at, n in sorted(self.replicas[self.app.entry].items())]
+                                    for at, w in sorted(route_row(self.fed, self.replicas[self.app.entry], k, self.routing).items())]
         except BaseException:
             self.sup.stop()
             raise

@@ -23,7 +23,7 @@ import numpy as np
 
 from federation.backends.harness import run_scenario
 from federation.core import orchestrator as orch
-from federation.core.cost import build_problem, evaluate
+from federation.core.cost import build_problem, evaluate_counts
 from federation.core.applications import get_application
 from federation.core.model import Application, Federation, FederationError, MemberCluster
 from federation.core.network import federation_from_skyplane
@@ -209,6 +209,8 @@ class Scenario:
     """One comparison case: application, federation (Skyplane RTTs by region), where the users
     are (``client``), per-service constraints (``pinned`` service -> cluster, ``min_clusters``
     service -> clusters its replicas must span) and the CPU set of each cluster in the harness.
+    ``routing``: how calls and users pick a replica (``"proportional"`` or ``"locality"``,
+    :mod:`federation.core.cost`), the same in the planners' model and in the harness.
     ``expect``: what should happen ("split pays" or "no split pays"), stated before measuring."""
 
     name: str
@@ -220,6 +222,7 @@ class Scenario:
     min_clusters: dict[str, int] = field(default_factory=dict)
     expect: str = ""
     description: str = ""
+    routing: str = "proportional"
 
     def constraints(self) -> dict:
         return {"pinned": dict(self.pinned) or None, "min_clusters": dict(self.min_clusters) or None}
@@ -248,6 +251,17 @@ def split_scenarios(app_name: str = "hotelReservation") -> list[Scenario]:
       application sits is a compromise nearest-fit (nearest the largest share) does not make.
     * ``spread``: as fits-near, app-tier services run 2 replicas that must span 2 clusters
       (availability); the orchestrator chooses which two.
+    * ``users-geo``: two members, ``eu`` (aws:eu-west-1) and ``us`` (aws:us-east-1), 4 cores
+      each (each holds the application), half the users in each region, **locality routing**
+      (users enter at their region's entry, calls stay in the caller's cluster when the callee
+      has a replica there, else go to the nearest): a copy of the whole chain per region lets
+      every user stay local, where nearest-fit (everything in eu, nearest the larger share, ties
+      by name) makes the us half cross the Atlantic on the way in and out of the entry.
+    * ``capacity-chain``: :func:`federation.core.applications.video_analytics` (a tree whose
+      ``decode -> detect`` edge carries 6 calls per request, the others 1; 1.8 cores) on home 0.8
+      cores, near 1.2, hub 1.0: no cluster holds it, so it must be cut; nearest-fit spills in
+      call order (ingest, decode in home; detect, aggregate, store in near) and cuts the hot edge,
+      the orchestrator keeps decode and detect together and cuts two single-call edges.
     """
     app = scaled_application(get_application(app_name), **SCALES.get(app_name, {}))
     cpu = {"home": [0], "near": [1], "hub": [1]}
@@ -271,6 +285,25 @@ def split_scenarios(app_name: str = "hotelReservation") -> list[Scenario]:
     out.append(Scenario("spread", two, _fed((1.0, 4.0, 16.0)), "home", cpu, expect="split required",
                         min_clusters={s.name: 2 for s in two.services if s.tier == "app"},
                         description="as fits-near, app-tier services 2 replicas over 2 clusters"))
+    geo = federation_from_skyplane([MemberCluster("eu", 4.0, 0.0, "aws:eu-west-1"), MemberCluster("us", 4.0, 0.0, "aws:us-east-1")])
+    out.append(Scenario("users-geo", app, geo, {"eu": 0.5, "us": 0.5}, {"eu": [0], "us": [1]}, expect="a chain per region pays",
+                        routing="locality",
+                        description="eu-west-1 and us-east-1, 4 cores each, half the users in each, locality routing"))
+    chain = get_application("video-analytics")
+    out.append(Scenario("capacity-chain", chain, _fed((0.8, 1.2, 1.0)), "home", cpu, expect="cutting the cheap edge pays",
+                        description="video-analytics (1.8 cores; decode->detect 6 calls per request) on home 0.8, near 1.2, "
+                                    "hub 1.0 cores: no cluster holds it"))
+    return out
+
+
+def _by_region(runs: list[dict]) -> dict[str, dict]:
+    """Per user region, the median over ``runs`` of its p50, p95 and mean (ms) and the requests
+    it sent in all (``LoadResult.by_region``)."""
+    out = {}
+    for reg in runs[0].get("by_region", {}):
+        rows = [r["by_region"][reg] for r in runs if reg in r.get("by_region", {})]
+        out[reg] = {k: _median_or_none([x[k] for x in rows]) for k in ("p50_ms", "p95_ms", "mean_ms")}
+        out[reg]["sent"] = int(sum(x["sent"] for x in rows))
     return out
 
 
@@ -286,7 +319,7 @@ def binding_constraints(scn: Scenario, fed: Federation | None = None) -> dict[st
     copy in a contention scenario). ``{constraint: {planned_ms, relaxed_ms, binds}}`` for the
     constraints present; ``binds`` when relaxing it lowers the expected latency by more than 1 %."""
     fed0 = scn.fed if fed is None else fed
-    base = orch.plan(scn.app, fed0, client=scn.client, **scn.constraints()).cost.total_ms
+    base = orch.plan(scn.app, fed0, client=scn.client, routing=scn.routing, **scn.constraints()).cost.total_ms
     out = {}
     cases = {"capacity": (replace_fed(fed0, cores=100.0), scn.constraints())}
     if scn.pinned:
@@ -296,7 +329,7 @@ def binding_constraints(scn: Scenario, fed: Federation | None = None) -> dict[st
     if any(c.contention > 0 for c in fed0.clusters):
         cases["contention"] = (replace_fed(fed0, contention=0.0), scn.constraints())
     for k, (fed, cons) in cases.items():
-        relaxed = orch.plan(scn.app, fed, client=scn.client, **cons).cost.total_ms
+        relaxed = orch.plan(scn.app, fed, client=scn.client, routing=scn.routing, **cons).cost.total_ms
         out[k] = {"planned_ms": round(base, 3), "relaxed_ms": round(relaxed, 3), "binds": relaxed < base * 0.99}
     return out
 
@@ -313,9 +346,13 @@ def compare_scenario(scn: Scenario, *, rounds: int = 3, rate_rps: float = 4.0, d
                      progress: Progress | None = None) -> dict:
     """Plan ``scn`` with the orchestrator and every baseline that can place it, run each plan in
     the harness ``rounds`` times (interleaved, seeds 0..rounds-1, contention injected), and
-    return ``{scenario, expect, binding, plans, unschedulable, measured: {method: {p95_ms
-    (median), p95_min, p95_max, p95_runs, errors, meets_spread}}, best_baseline, ratio,
-    verdict, belief, measured_contention, verdict_configured}``.
+    return ``{scenario, expect, routing, binding, plans, unschedulable, measured: {method:
+    {p95_ms (median), p95_min, p95_max, p95_runs, p50_ms, mean_ms, expected_ms, errors,
+    meets_spread, fits, by_region}}, best_baseline, ratio, verdict, belief,
+    measured_contention, verdict_configured}``. Plans are made and run under the scenario's
+    ``routing`` (the harness routes as the cost model does). ``by_region`` (users in several
+    regions): per region the medians over rounds of its p50, p95 and mean; the verdict is
+    judged on the overall p95 (all regions' requests together), as before.
 
     In a scenario with contention the orchestrator plans on the contention *measured* in the
     harness (:func:`federation.backends.harness.measured_contention`, bursts of the
@@ -339,17 +376,17 @@ def compare_scenario(scn: Scenario, *, rounds: int = 3, rate_rps: float = 4.0, d
         request_cpu_ms = sum(visits[s.name] * s.work_ms for s in scn.app.services)
         seen_contention = measured_contention(scn.fed, scn.cpu_map, burst_ms=request_cpu_ms)
         belief_fed = with_measured_contention(scn.fed, seen_contention)
-    prob = build_problem(scn.app, belief_fed, client=scn.client, pinned=cons["pinned"])
+    prob = build_problem(scn.app, belief_fed, client=scn.client, pinned=cons["pinned"], routing=scn.routing)
 
     def under_belief(p, name):
         """``p`` named ``name``, its expected cost evaluated under the planner's belief."""
-        return replace(p, method=name, cost=evaluate(prob, p.fractions(prob)))
+        return replace(p, method=name, cost=evaluate_counts(prob, p.counts(prob)))
 
-    plans = {"orchestrator": orch.plan(scn.app, belief_fed, client=scn.client, **cons)}
+    plans = {"orchestrator": orch.plan(scn.app, belief_fed, client=scn.client, routing=scn.routing, **cons)}
     if seen_contention is not None:
-        plans["orchestrator-configured"] = under_belief(orch.plan(scn.app, scn.fed, client=scn.client, **cons),
+        plans["orchestrator-configured"] = under_belief(orch.plan(scn.app, scn.fed, client=scn.client, routing=scn.routing, **cons),
                                                         "orchestrator-configured")
-    base, unschedulable = orch.run_baselines(scn.app, scn.fed, client=scn.client, **cons)
+    base, unschedulable = orch.run_baselines(scn.app, scn.fed, client=scn.client, routing=scn.routing, **cons)
     plans.update({m: under_belief(p, m) for m, p in base.items()})
     rate = _rate(scn.app, rate_rps, {})
     runs: dict[str, list] = {m: [] for m in plans}
@@ -357,7 +394,7 @@ def compare_scenario(scn: Scenario, *, rounds: int = 3, rate_rps: float = 4.0, d
     for rnd in range(rounds):
         for m, p in plans.items():
             r = run_scenario(scn.app, scn.fed, p.replicas, client=scn.client, cpu_map=scn.cpu_map, rate_rps=rate,
-                             duration_s=duration_s, warmup_s=warmup_s, seed=rnd, contention=True)
+                             duration_s=duration_s, warmup_s=warmup_s, seed=rnd, contention=True, routing=scn.routing)
             runs[m].append(r.as_dict())
             k += 1
             if progress:
@@ -368,12 +405,14 @@ def compare_scenario(scn: Scenario, *, rounds: int = 3, rate_rps: float = 4.0, d
 
     measured = {m: {"p95_ms": float(np.median([r["p95_ms"] for r in rs])), "p95_min": float(min(r["p95_ms"] for r in rs)),
                     "p95_max": float(max(r["p95_ms"] for r in rs)), "p95_runs": [round(r["p95_ms"], 2) for r in rs],
-                    "p50_ms": float(np.median([r["p50_ms"] for r in rs])), "errors": int(sum(r["errors"] for r in rs)),
+                    "p50_ms": float(np.median([r["p50_ms"] for r in rs])), "mean_ms": float(np.median([r["mean_ms"] for r in rs])),
+                    "errors": int(sum(r["errors"] for r in rs)),
                     "expected_ms": plans[m].cost.total_ms, "meets_spread": meets(plans[m]),
                     "fits": not any(plans[m].cost.overload_cores),
                     "contention": {c: {"target": rs[0]["contention"][c]["target"],
                                        "achieved": _median_or_none([r["contention"][c]["achieved"] for r in rs])}
-                                   for c in rs[0]["contention"]}} for m, rs in runs.items()}
+                                   for c in rs[0]["contention"]},
+                    "by_region": _by_region(rs) if isinstance(scn.client, dict) else {}} for m, rs in runs.items()}
     # a plan asking a cluster for more cores than it has would leave pods Pending in a real
     # member cluster; the harness runs them anyway (its clusters are CPU sets, not quotas), so
     # such plans are measured but are not eligible as "best baseline"
@@ -391,7 +430,7 @@ def compare_scenario(scn: Scenario, *, rounds: int = 3, rate_rps: float = 4.0, d
     if best is not None and "orchestrator-configured" in measured:
         oc, b = measured["orchestrator-configured"], measured[best]
         verdict_configured = "beats" if oc["p95_max"] < b["p95_min"] else "loses" if oc["p95_min"] > b["p95_max"] else "ties"
-    return {"scenario": scn.name, "app": scn.app.name, "expect": scn.expect, "description": scn.description,
+    return {"scenario": scn.name, "app": scn.app.name, "expect": scn.expect, "description": scn.description, "routing": scn.routing,
             "binding": binding_constraints(scn, belief_fed), "rate_rps": rate, "rounds": rounds,
             "plans": {m: p.as_dict() for m, p in plans.items()}, "unschedulable": unschedulable, "measured": measured,
             "best_baseline": best, "ratio": None if ratio is None else round(ratio, 3), "verdict": verdict,

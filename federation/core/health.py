@@ -119,7 +119,8 @@ def replan(app: Application, fed: Federation, previous: Plan, unreachable: set[s
     if any(len(r) > 1 for r in kept.values()):  # split services keep their previous split exactly
         import numpy as np
 
-        prob = build_problem(app, fed, pinned=None, client=kw.get("client"), contention_weight=kw.get("contention_weight", 1.0))
+        prob = build_problem(app, fed, pinned=None, client=kw.get("client"), contention_weight=kw.get("contention_weight", 1.0),
+                             routing=kw.get("routing", "proportional"))
         counts = np.zeros((prob.S, prob.C), int)
         for i, s in enumerate(app.names):
             for c, n in (kept.get(s) or new.replicas[s]).items():

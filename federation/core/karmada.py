@@ -12,7 +12,10 @@ the callers resolve; Karmada propagates a non-workload resource to every selecte
   (:mod:`federation.core.division`) reproduces the split exactly when the weights are the counts
   (a divisor method gives each cluster ``round(v_c / d)`` for a common divisor ``d``; with ``v``
   the counts, ``d = 1`` gives the counts themselves; tested).
-* ``spreadConstraints`` when a service spans several clusters: ``spreadByField: cluster`` with
+* ``replicaScheduling: Duplicated`` instead for a service the plan copies whole into several
+  clusters (``Plan.duplicated``, a chain per user region under locality routing): every cluster
+  in ``clusterNames`` runs the Deployment's full ``replicas``.
+* ``spreadConstraints`` when a divided service spans several clusters: ``spreadByField: cluster`` with
   ``minGroups = maxGroups =`` that number (valid under Karmada's admission rule that a field
   spread must include ``cluster``: ``ValidateSpreadConstraint``).
 * ``clusterTolerations`` for a service kept on an unreachable member (re-planning without
@@ -81,13 +84,20 @@ def propagation_policies(plan: Plan, *, namespace: str = "default", app: Applica
         kept = sorted(set(clusters) & set(unreachable))
         if kept:
             placement["clusterTolerations"] = [{"key": k, "operator": "Exists", "effect": "NoExecute"} for k in UNREACHABLE_TAINTS]
-        if len(clusters) > 1:
-            placement["spreadConstraints"] = [{"spreadByField": "cluster", "minGroups": len(clusters), "maxGroups": len(clusters)}]
-        placement["replicaScheduling"] = {
-            "replicaSchedulingType": "Divided",
-            "replicaDivisionPreference": "Weighted",
-            "weightPreference": {"staticWeightList": [{"targetCluster": {"clusterNames": [c]}, "weight": reps[c]} for c in clusters]},
-        }
+        if svc in plan.duplicated:
+            if len(set(reps.values())) != 1:
+                raise FederationError(f"duplicated service {svc!r} must have the same replicas in every cluster: {reps}")
+            # a whole copy in every cluster of clusterAffinity: the Deployment's own replicas each
+            placement["replicaScheduling"] = {"replicaSchedulingType": "Duplicated"}
+        else:
+            if len(clusters) > 1:
+                placement["spreadConstraints"] = [{"spreadByField": "cluster", "minGroups": len(clusters), "maxGroups": len(clusters)}]
+            placement["replicaScheduling"] = {
+                "replicaSchedulingType": "Divided",
+                "replicaDivisionPreference": "Weighted",
+                "weightPreference": {"staticWeightList": [{"targetCluster": {"clusterNames": [c]}, "weight": reps[c]}
+                                                          for c in clusters]},
+            }
         selectors = [{"apiVersion": "apps/v1", "kind": "Deployment", "name": svc}, {"apiVersion": "v1", "kind": "Service", "name": svc}]
         out.append(_policy(plan, f"{plan.app_name}-{svc}", selectors, placement, namespace, deps=True))
     if app is not None:

@@ -3,8 +3,10 @@
 Objective: minimise the expected end-to-end latency of one user request
 (:mod:`federation.core.cost`: call-graph edges weighted by inter-cluster RTT plus payload over
 bandwidth, times calls per request, plus compute stretched by each cluster's contention), subject
-to each cluster's available cores. The orchestrator keeps all replicas of a service in one member
-cluster (so a PropagationPolicy names one cluster per service).
+to each cluster's available cores. The planners below keep all replicas of a service in one
+member cluster; :func:`plan` then adds whole copies of services where locality routing makes them
+pay (:func:`replicate_chains`) and spreads replicas a spread requirement asks for
+(:func:`spread_replicas`).
 
 * :func:`plan_milp`: exact, a mixed-integer programme solved by HiGHS through
   ``scipy.optimize.milp``. Binary ``x[s,c]`` (service s in cluster c); the pairwise co-location
@@ -16,7 +18,8 @@ cluster (so a PropagationPolicy names one cluster per service).
   least latency given the services already placed) followed by local search (single-service moves,
   ejection chains of two moves, pairwise swaps, until no move improves) and iterated local search
   within a time limit.
-* Baselines: :func:`plan_nearest_fit` (everything in the nearest cluster that holds it);
+* Baselines: :func:`plan_nearest_fit` (everything in the nearest cluster that holds it; when
+  none does, fill the nearest in call order and spill the rest to the next nearest);
   :func:`plan_all_in_one`; :func:`plan_karmada_static` (Karmada ``replicaScheduling:
   Divided/Weighted`` with a ``staticWeightList``); :func:`plan_karmada_dynamic` (Karmada
   ``dynamicWeight: AvailableReplicas``). Both Karmada baselines divide replicas with Karmada's
@@ -33,7 +36,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .cost import CostBreakdown, Problem, assignment_matrix, build_problem, evaluate, home_cluster
+from .cost import (CostBreakdown, Problem, assignment_matrix, build_problem, check_routing, evaluate, evaluate_counts,
+                   home_cluster)
 from .division import dynamic_weight_division, static_weight_division
 from .model import Application, Federation, FederationError
 
@@ -43,7 +47,9 @@ class Plan:
     """A placement: ``replicas[service][cluster] = count`` (clusters with 0 omitted).
 
     ``method``: which planner made it; ``cost``: its expected latency breakdown (ms);
-    ``explanation``: per-service text; ``solve_seconds``: wall time of planning.
+    ``explanation``: per-service text; ``solve_seconds``: wall time of planning;
+    ``duplicated``: services copied whole into each of their clusters (Karmada ``Duplicated``,
+    :func:`duplicated_services`), the others' replicas are divided.
     """
 
     app_name: str
@@ -53,6 +59,16 @@ class Plan:
     explanation: dict[str, str] = field(default_factory=dict)
     solve_seconds: float = 0.0
     optimal: bool = False
+    duplicated: list[str] = field(default_factory=list)
+
+    def counts(self, prob: Problem) -> np.ndarray:
+        """``(S, C)`` replica counts of the plan, indexed like ``prob``."""
+        names = prob.fed.names
+        N = np.zeros((prob.S, prob.C))
+        for s, svc in enumerate(prob.app.services):
+            for c, n in self.replicas[svc.name].items():
+                N[s, names.index(c)] = n
+        return N
 
     def fractions(self, prob: Problem) -> np.ndarray:
         names = prob.fed.names
@@ -69,7 +85,8 @@ class Plan:
 
     def as_dict(self) -> dict:
         return {"app": self.app_name, "method": self.method, "replicas": self.replicas, "cost": self.cost.as_dict(),
-                "explanation": self.explanation, "solve_seconds": self.solve_seconds, "optimal": self.optimal}
+                "explanation": self.explanation, "solve_seconds": self.solve_seconds, "optimal": self.optimal,
+                "duplicated": list(self.duplicated)}
 
 
 def _plan_from_assign(prob: Problem, assign: np.ndarray, method: str, secs: float, optimal: bool = False) -> Plan:
@@ -134,13 +151,14 @@ def _check_fit(prob: Problem) -> None:
 
 
 def plan_milp(app: Application, fed: Federation, *, contention_weight: float = 1.0,
-              pinned: dict[str, str] | None = None, client: str | None = None, time_limit: float = 60.0) -> Plan:
+              pinned: dict[str, str] | None = None, client: str | dict[str, float] | None = None, time_limit: float = 60.0,
+              routing: str = "proportional") -> Plan:
     """Exact placement by MILP (HiGHS). Variables: ``S*C`` binaries plus ``E*C*C`` continuous.
     Raises :class:`FederationError` when no placement fits the capacities or the solver fails."""
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_matrix
 
-    prob = build_problem(app, fed, contention_weight=contention_weight, pinned=pinned, client=client)
+    prob = build_problem(app, fed, contention_weight=contention_weight, pinned=pinned, client=client, routing=routing)
     _check_fit(prob)
     t0 = time.perf_counter()
     S, C, E = prob.S, prob.C, len(prob.edges)
@@ -366,14 +384,14 @@ SWEEP_LIMIT = 1000  # S * C up to which the first-improvement descent runs as we
 
 
 def plan_greedy(app: Application, fed: Federation, *, contention_weight: float = 1.0,
-                pinned: dict[str, str] | None = None, client: str | None = None, time_limit: float = 0.9,
-                max_stale: int = 100, seed: int = 0) -> Plan:
+                pinned: dict[str, str] | None = None, client: str | dict[str, float] | None = None, time_limit: float = 0.9,
+                max_stale: int = 100, seed: int = 0, routing: str = "proportional") -> Plan:
     """Greedy in call order plus local search (moves, then swaps), started also from the best
     single cluster that can hold the whole application; then iterated local search (random
     perturbations of 2 to S/5 services, re-optimised) until ``max_stale`` perturbations in a row
     brought nothing or ``time_limit`` seconds passed; the best result wins (seeded by ``seed``). Raises :class:`FederationError` when greedy
     cannot fit the services (the MILP may still find a packing)."""
-    prob = build_problem(app, fed, contention_weight=contention_weight, pinned=pinned, client=client)
+    prob = build_problem(app, fed, contention_weight=contention_weight, pinned=pinned, client=client, routing=routing)
     _check_fit(prob)
     t0 = time.perf_counter()
     deadline = t0 + time_limit
@@ -427,9 +445,14 @@ def plan(app: Application, fed: Federation, *, method: str = "auto", exact_limit
          min_clusters: dict[str, int] | None = None, **kw) -> Plan:
     """Plan with ``method`` ``"milp"``, ``"greedy"`` or ``"auto"`` (MILP when the programme has at
     most ``exact_limit`` variables ``S*C + E*C^2``, else greedy + local search). With
+    ``routing="locality"`` (calls and users prefer a replica in their own cluster, else the
+    nearest: :mod:`federation.core.cost`) the whole-service plan is then given copies where they
+    lower the expected latency (:func:`replicate_chains`: a chain per user region, say). With
     ``min_clusters`` (service -> how many member clusters its replicas must span, for
-    availability: Karmada ``spreadConstraints`` ``minGroups``) the whole-service plan is then
-    split replica by replica (:func:`spread_replicas`)."""
+    availability: Karmada ``spreadConstraints`` ``minGroups``) the plan is then split replica by
+    replica (:func:`spread_replicas`). Raises :class:`FederationError` for an unknown method or
+    routing and when nothing fits."""
+    check_routing(kw.get("routing", "proportional"))
     if method == "milp":
         p = plan_milp(app, fed, **kw)
     elif method == "greedy":
@@ -440,10 +463,109 @@ def plan(app: Application, fed: Federation, *, method: str = "auto", exact_limit
         C = len(fed.clusters)
         size = len(app.services) * C + len(app.edges) * C * C
         p = plan_milp(app, fed, **kw) if size <= exact_limit else plan_greedy(app, fed, **kw)
+    kw.pop("time_limit", None)
+    if kw.get("routing") == "locality":
+        p = replicate_chains(app, fed, p, **kw)
     if min_clusters:
-        kw.pop("time_limit", None)
         p = spread_replicas(app, fed, p, min_clusters, **kw)
     return p
+
+
+def _descendants(app: Application) -> list[list[int]]:
+    """Per service (application order): itself and every service it reaches, as indices."""
+    idx = {n: i for i, n in enumerate(app.names)}
+    down: list[list[int]] = [[] for _ in app.services]
+    for e in app.edges:
+        down[idx[e.caller]].append(idx[e.callee])
+    out = []
+    for s in range(len(app.services)):
+        seen, stack = {s}, [s]
+        while stack:
+            for t in down[stack.pop()]:
+                if t not in seen:
+                    seen.add(t)
+                    stack.append(t)
+        out.append(sorted(seen))
+    return out
+
+
+def replicate_chains(app: Application, fed: Federation, start: Plan, *, contention_weight: float = 1.0,
+                     pinned: dict[str, str] | None = None, client: str | dict[str, float] | None = None,
+                     routing: str = "locality", time_limit: float = 5.0) -> Plan:
+    """Copies of whole services under locality routing, from ``start``: a service may run a full
+    copy (its ``replicas``, Karmada ``Duplicated``) in several clusters, and with locality routing
+    each caller (and each user region) uses the copy in its own cluster, else the nearest
+    (:func:`federation.core.cost.routing_matrix`). Local search, best improving move first, with
+    the exact cost (:func:`federation.core.cost.evaluate_counts`), within every cluster's
+    available cores, until no move lowers the expected latency (by more than 1e-6 relative) or
+    ``time_limit`` s pass. Moves, for each service ``s`` and cluster ``c``: add a copy of ``s``
+    in ``c``; add copies of ``s`` *and every service it reaches* in ``c`` (a chain: one copy alone
+    rarely pays, since its calls would still cross; the chain from the entry is the application
+    replicated for a region); drop ``s``'s copy in ``c``; drop the chain's copies in ``c`` (a
+    service keeps at least one copy). Pinned services and services ``start`` divides over
+    several clusters keep their placement. A copy costs cores but no latency in this model, so a
+    copy that lowers nothing is never added. With ``routing="proportional"`` (calls spread over
+    every copy) it returns ``start`` unchanged: there a copy never lowers the expected latency
+    of calls that reach it in proportion."""
+    if check_routing(routing) != "locality":
+        return start
+    prob = build_problem(app, fed, contention_weight=contention_weight, pinned=pinned, client=client, routing=routing)
+    t0 = time.perf_counter()
+    deadline = t0 + time_limit
+    N0 = start.counts(prob)
+    reps = np.array([svc.replicas for svc in app.services], float)
+    fixed = np.zeros(prob.S, bool)
+    fixed[list(prob.pinned)] = True
+    fixed |= (N0 > 0).sum(axis=1) > 1
+    X = N0 > 0
+    desc = _descendants(app)
+
+    def counts(M: np.ndarray) -> np.ndarray:
+        return np.where(fixed[:, None], N0, M * reps[:, None])
+
+    def load(M: np.ndarray) -> np.ndarray:
+        return (counts(M) * prob.cpu[:, None]).sum(axis=0)
+
+    cur = evaluate_counts(prob, counts(X)).total_ms
+    while time.perf_counter() < deadline:
+        best = None
+        for s in range(prob.S):
+            if fixed[s]:
+                continue
+            for c in range(prob.C):
+                if X[s, c]:
+                    moves = [[s]] if X[s].sum() > 1 else []
+                    chain = [t for t in desc[s] if not fixed[t] and X[t, c] and X[t].sum() > 1]
+                    if len(chain) > 1:
+                        moves.append(chain)
+                    add = False
+                else:
+                    chain = [t for t in desc[s] if not fixed[t] and not X[t, c]]
+                    moves = [[s]] + ([chain] if len(chain) > 1 else [])
+                    add = True
+                for ts in moves:
+                    M = X.copy()
+                    M[ts, c] = add
+                    if add and load(M)[c] > prob.capacity[c] + 1e-9:
+                        continue
+                    cst = evaluate_counts(prob, counts(M)).total_ms
+                    if cst < cur - 1e-6 * max(1.0, abs(cur)) and (best is None or cst < best[0]):
+                        best = (cst, M)
+        if best is None:
+            break
+        cur, X = best
+    if np.array_equal(X, N0 > 0):
+        return start
+    out = _plan_from_counts(prob, counts(X).astype(int), start.method + "+replicas", "")
+    out.solve_seconds = start.solve_seconds + time.perf_counter() - t0
+    for svc in app.services:
+        where = sorted(out.replicas[svc.name])
+        if svc.name in out.duplicated:
+            out.explanation[svc.name] = (f"a copy in each of {where} (Karmada Duplicated): with locality routing each "
+                                         f"cluster's callers and users stay in their cluster")
+        else:
+            out.explanation[svc.name] = start.explanation.get(svc.name, "") or f"in {where}"
+    return out
 
 
 def _check_min_clusters(app: Application, fed: Federation, min_clusters: dict[str, int]) -> dict[int, int]:
@@ -463,17 +585,19 @@ def _check_min_clusters(app: Application, fed: Federation, min_clusters: dict[st
 
 
 def spread_replicas(app: Application, fed: Federation, start: Plan, min_clusters: dict[str, int], *,
-                    contention_weight: float = 1.0, pinned: dict[str, str] | None = None, client: str | None = None,
-                    time_limit: float = 5.0) -> Plan:
+                    contention_weight: float = 1.0, pinned: dict[str, str] | None = None,
+                    client: str | dict[str, float] | None = None, time_limit: float = 5.0,
+                    routing: str = "proportional") -> Plan:
     """Replica-level placement from ``start``: first each service in ``min_clusters`` is spread
     until it spans that many clusters (one replica at a time, from its fullest cluster to the
     cluster with room where the expected latency rises least), then local search over single
     replica moves (any service not pinned, any pair of clusters, within capacity and the spread
-    requirement) with the exact fractional cost (:func:`federation.core.cost.evaluate`), best
-    improving move first, until none improves or ``time_limit`` s pass. Raises
+    requirement) with the exact fractional cost (:func:`federation.core.cost.evaluate_counts`),
+    best improving move first, until none improves or ``time_limit`` s pass. Services ``start``
+    copies whole into several clusters (:func:`replicate_chains`) keep their copies. Raises
     :class:`FederationError` for an impossible requirement (more clusters than replicas or
     members) or when capacity leaves no cluster to spread to."""
-    prob = build_problem(app, fed, contention_weight=contention_weight, pinned=pinned, client=client)
+    prob = build_problem(app, fed, contention_weight=contention_weight, pinned=pinned, client=client, routing=routing)
     need = _check_min_clusters(app, fed, min_clusters)
     for s in need:
         if s in prob.pinned and need[s] > 1:
@@ -487,8 +611,10 @@ def spread_replicas(app: Application, fed: Federation, start: Plan, min_clusters
     cpu = np.array([svc.cpu_per_replica for svc in app.services])
     load = (N * cpu[:, None]).sum(axis=0)
 
+    copied = {app.names.index(n) for n in start.duplicated}
+
     def cost(M: np.ndarray) -> float:
-        return evaluate(prob, M / M.sum(axis=1, keepdims=True)).total_ms
+        return evaluate_counts(prob, M).total_ms
 
     for s, k in need.items():
         while np.count_nonzero(N[s]) < k:
@@ -511,7 +637,7 @@ def spread_replicas(app: Application, fed: Federation, start: Plan, min_clusters
     while time.perf_counter() < deadline:
         best = None
         for s in range(prob.S):
-            if s in prob.pinned:
+            if s in prob.pinned or s in copied:
                 continue
             for a in np.flatnonzero(N[s]):
                 for b in range(prob.C):
@@ -541,8 +667,21 @@ def spread_replicas(app: Application, fed: Federation, start: Plan, min_clusters
 def _plan_from_counts(prob: Problem, counts: np.ndarray, method: str, why: str) -> Plan:
     names = prob.fed.names
     reps = {s.name: {names[c]: int(counts[i, c]) for c in range(prob.C) if counts[i, c] > 0} for i, s in enumerate(prob.app.services)}
-    F = counts / counts.sum(axis=1, keepdims=True)
-    return Plan(prob.app.name, method, reps, evaluate(prob, F), {s.name: why for s in prob.app.services})
+    return Plan(prob.app.name, method, reps, evaluate_counts(prob, counts), {s.name: why for s in prob.app.services},
+                duplicated=duplicated_services(prob.app, reps))
+
+
+def duplicated_services(app: Application, replicas: dict[str, dict[str, int]]) -> list[str]:
+    """Services copied whole into several clusters (Karmada ``replicaSchedulingType:
+    Duplicated``): every cluster holding them has the service's full ``replicas``, so the counts
+    add up to more than ``replicas``. A service whose counts add up to ``replicas`` is divided
+    (``Divided``). Sorted names."""
+    out = []
+    for s in app.services:
+        reps = [n for n in replicas.get(s.name, {}).values() if n > 0]
+        if len(reps) > 1 and sum(reps) != s.replicas and all(n == s.replicas for n in reps):
+            out.append(s.name)
+    return out
 
 
 def _pin(prob: Problem, counts: np.ndarray) -> None:
@@ -553,12 +692,13 @@ def _pin(prob: Problem, counts: np.ndarray) -> None:
 
 
 def plan_all_in_one(app: Application, fed: Federation, *, cluster: str | None = None, contention_weight: float = 1.0,
-                    client: str | None = None, pinned: dict[str, str] | None = None, min_clusters: dict[str, int] | None = None) -> Plan:
+                    client: str | dict[str, float] | None = None, pinned: dict[str, str] | None = None,
+                    min_clusters: dict[str, int] | None = None, routing: str = "proportional") -> Plan:
     """Everything in one cluster, capacity ignored (``cost.overload_cores`` shows any
     overcommit); pinned services stay where pinned; ``min_clusters`` is ignored. Default
     cluster: the client's when the whole application fits there, else the one with the most
     available cores (the 'hub' a centralised deployment would use)."""
-    prob = build_problem(app, fed, contention_weight=contention_weight, client=client, pinned=pinned)
+    prob = build_problem(app, fed, contention_weight=contention_weight, client=client, pinned=pinned, routing=routing)
     if cluster:
         c = fed.index(cluster)
     elif client and prob.demand.sum() <= prob.capacity[fed.index(home_cluster(client))] + 1e-9:
@@ -572,8 +712,9 @@ def plan_all_in_one(app: Application, fed: Federation, *, cluster: str | None = 
 
 
 def plan_karmada_static(app: Application, fed: Federation, *, weights: dict[str, int] | None = None,
-                        contention_weight: float = 1.0, client: str | None = None, pinned: dict[str, str] | None = None,
-                        min_clusters: dict[str, int] | None = None) -> Plan:
+                        contention_weight: float = 1.0, client: str | dict[str, float] | None = None,
+                        pinned: dict[str, str] | None = None, min_clusters: dict[str, int] | None = None,
+                        routing: str = "proportional") -> Plan:
     """Karmada ``Divided`` / ``Weighted`` with a ``staticWeightList`` (default: weight 1 for
     every member), divided by Karmada's own algorithm
     (:func:`federation.core.division.static_weight_division`: Webster); a pinned service's
@@ -581,7 +722,7 @@ def plan_karmada_static(app: Application, fed: Federation, *, weights: dict[str,
     benchmark reports whether the division happens to meet it). Capacity is not checked, as
     Karmada's static weights do not (``cost.overload_cores`` shows any overcommit). Raises
     :class:`FederationError` for an unknown cluster or a non-integer / negative weight."""
-    prob = build_problem(app, fed, contention_weight=contention_weight, client=client, pinned=pinned)
+    prob = build_problem(app, fed, contention_weight=contention_weight, client=client, pinned=pinned, routing=routing)
     for k in weights or {}:
         fed.index(k)
     w = {n: (weights or {}).get(n, 0 if weights else 1) for n in fed.names}
@@ -635,21 +776,23 @@ def _dynamic(app: Application, fed: Federation, prob: Problem, k_of: dict[str, i
     return counts
 
 
-def plan_karmada_dynamic(app: Application, fed: Federation, *, contention_weight: float = 1.0, client: str | None = None,
-                         pinned: dict[str, str] | None = None, min_clusters: dict[str, int] | None = None) -> Plan:
+def plan_karmada_dynamic(app: Application, fed: Federation, *, contention_weight: float = 1.0,
+                         client: str | dict[str, float] | None = None, pinned: dict[str, str] | None = None,
+                         min_clusters: dict[str, int] | None = None, routing: str = "proportional") -> Plan:
     """Karmada ``dynamicWeight: AvailableReplicas``: each service's replicas divided (Webster,
     :func:`federation.core.division.dynamic_weight_division`) in proportion to how many of its
     replicas each cluster still has room for (a pinned service: only its cluster). Services are
     scheduled one after another in the application's order, each seeing the cores the earlier
     ones took (as the estimator sees running pods). Raises :class:`FederationError` when a
     service does not fit (Karmada leaves it unschedulable)."""
-    prob = build_problem(app, fed, contention_weight=contention_weight, client=client, pinned=pinned)
+    prob = build_problem(app, fed, contention_weight=contention_weight, client=client, pinned=pinned, routing=routing)
     counts = _dynamic(app, fed, prob, None, "karmada-dynamic")
     return _plan_from_counts(prob, counts, "karmada-dynamic", "weights = available replicas per cluster, services in order (Webster division)")
 
 
-def plan_karmada_spread(app: Application, fed: Federation, *, contention_weight: float = 1.0, client: str | None = None,
-                        pinned: dict[str, str] | None = None, min_clusters: dict[str, int] | None = None) -> Plan:
+def plan_karmada_spread(app: Application, fed: Federation, *, contention_weight: float = 1.0,
+                        client: str | dict[str, float] | None = None, pinned: dict[str, str] | None = None,
+                        min_clusters: dict[str, int] | None = None, routing: str = "proportional") -> Plan:
     """Karmada with ``spreadConstraints`` (``spreadByField: cluster``, ``minGroups = maxGroups =
     min_clusters[s]``, default 1): per service the clusters with the most available replicas
     are selected (scores tie on a first scheduling), then its replicas divided over them with
@@ -657,55 +800,89 @@ def plan_karmada_spread(app: Application, fed: Federation, *, contention_weight:
     spread constraints (dynamic weights would give a selected cluster no replica whenever the
     other has far more room: 2 replicas over 160 and 40 available go 2/0). Raises
     :class:`FederationError` when a service does not fit."""
-    prob = build_problem(app, fed, contention_weight=contention_weight, client=client, pinned=pinned)
+    prob = build_problem(app, fed, contention_weight=contention_weight, client=client, pinned=pinned, routing=routing)
     if min_clusters:
         _check_min_clusters(app, fed, min_clusters)
     counts = _dynamic(app, fed, prob, dict(min_clusters or {}), "karmada-spread")
     return _plan_from_counts(prob, counts, "karmada-spread", f"spreadConstraints cluster x {dict(min_clusters or {})}, equal static weights")
 
 
-def plan_nearest_fit(app: Application, fed: Federation, *, contention_weight: float = 1.0, client: str | None = None,
-                     pinned: dict[str, str] | None = None, min_clusters: dict[str, int] | None = None) -> Plan:
+def plan_nearest_fit(app: Application, fed: Federation, *, contention_weight: float = 1.0,
+                     client: str | dict[str, float] | None = None, pinned: dict[str, str] | None = None,
+                     min_clusters: dict[str, int] | None = None, routing: str = "proportional") -> Plan:
     """The rule a user would write first: the whole application in the cluster nearest the
-    users (lowest RTT from ``client``, or its largest share; default: the first member) that can hold it, ties to the
-    larger free capacity; pinned services stay where pinned (their cores counted where they
-    are); a service that must span ``k`` clusters gets its replicas divided evenly (Webster)
-    over the chosen cluster and the ``k - 1`` next nearest. Raises :class:`FederationError`
-    when no single cluster can hold it (then placement needs a split) or the spread overfills
-    a cluster."""
-    prob = build_problem(app, fed, contention_weight=contention_weight, client=client, pinned=pinned)
+    users (lowest RTT from ``client``, or its largest share; default: the first member) that can
+    hold it, ties to the larger free capacity; pinned services stay where pinned (their cores
+    counted where they are).
+
+    When no single cluster holds it, **spill** (next-fit): clusters ranked by RTT from the users
+    (ties to the larger free capacity), services taken in call order (:meth:`Application.
+    topological_order`: the entry first, then what it calls, as one lists a pipeline front to
+    back; ties in the application's own order); each goes to the current cluster while it fits,
+    and the first service that does not fit moves the rest on to the next cluster ("fill the
+    nearest cluster, spill the rest to the next nearest"): so a chain is cut once per cluster,
+    where the nearest cluster happens to fill up, whatever that edge's call rate.
+
+    A service that must span ``k`` clusters gets its replicas divided evenly (Webster) over its
+    cluster and the ``k - 1`` next nearest. Raises :class:`FederationError` when even spilling
+    over every cluster does not place it, or the spread overfills a cluster."""
+    prob = build_problem(app, fed, contention_weight=contention_weight, client=client, pinned=pinned, routing=routing)
     home = fed.index(home_cluster(client)) if client else 0
     free = prob.capacity.copy()
     for s, c in prob.pinned.items():
         free[c] -= prob.demand[s]
     need = sum(prob.demand[s] for s in range(prob.S) if s not in prob.pinned)
     fits = [c for c in range(prob.C) if need <= free[c] + 1e-9]
-    if not fits:
-        raise FederationError(f"nearest-fit: no single cluster holds {need:.2f} cores (largest free: {free.max():.2f})")
-    c = min(fits, key=lambda k: (fed.rtt_ms[home, k], -free[k]))
     counts = np.zeros((prob.S, prob.C), int)
-    counts[:, c] = [s.replicas for s in app.services]
+    if fits:
+        c = min(fits, key=lambda k: (fed.rtt_ms[home, k], -free[k]))
+        counts[:, c] = [s.replicas for s in app.services]
+        where = [c] * prob.S
+        why = f"all in {fed.names[c]}, the nearest cluster (RTT {fed.rtt_ms[home, c]:.1f} ms) that holds {need:.2f} cores"
+    else:
+        ranked = sorted(range(prob.C), key=lambda k: (fed.rtt_ms[home, k], -free[k]))
+        where = [-1] * prob.S
+        k = 0
+        left = free.copy()
+        idx = {n: i for i, n in enumerate(app.names)}
+        for name in app.topological_order():
+            s = idx[name]
+            if s in prob.pinned:
+                continue
+            while k < len(ranked) and prob.demand[s] > left[ranked[k]] + 1e-9:
+                k += 1
+            if k == len(ranked):
+                raise FederationError(f"nearest-fit: no single cluster holds {need:.2f} cores (largest free: {free.max():.2f}), "
+                                      f"and spilling in call order leaves {name!r} without room")
+            where[s] = ranked[k]
+            left[ranked[k]] -= prob.demand[s]
+            counts[s, ranked[k]] = app.services[s].replicas
+        used = [fed.names[c] for c in ranked if c in where]
+        why = (f"no single cluster holds {need:.2f} cores: filled {' then '.join(used)} in call order, the rest spilling "
+               f"to the next nearest cluster")
     _pin(prob, counts)
-    order = sorted(range(prob.C), key=lambda k: (k != c, fed.rtt_ms[home, k], -free[k]))
+    for s, c in prob.pinned.items():
+        where[s] = c
     for name, k in (min_clusters or {}).items():
         i = app.names.index(name)
         if i in prob.pinned or k <= 1:
             continue
+        order = sorted(range(prob.C), key=lambda j: (j != where[i], fed.rtt_ms[home, j], -free[j]))
         counts[i, :] = 0
         for cl, n in static_weight_division(app.services[i].replicas, {fed.names[j]: 1 for j in order[:k]}).items():
             counts[i, fed.index(cl)] = n
     load = (counts * np.array([s.cpu_per_replica for s in app.services])[:, None]).sum(axis=0)
     if np.any(load > prob.capacity + 1e-9):
         raise FederationError(f"nearest-fit: the spread overfills {[fed.names[j] for j in np.flatnonzero(load > prob.capacity + 1e-9)]}")
-    return _plan_from_counts(prob, counts, "nearest-fit", f"all in {fed.names[c]}, the nearest cluster (RTT {fed.rtt_ms[home, c]:.1f} ms) "
-                             f"that holds {need:.2f} cores")
+    return _plan_from_counts(prob, counts, "nearest-fit", why)
 
 
 BASELINES = {"nearest-fit": plan_nearest_fit, "all-in-one": plan_all_in_one, "karmada-static": plan_karmada_static,
              "karmada-dynamic": plan_karmada_dynamic, "karmada-spread": plan_karmada_spread}
 
 BASELINE_DESCRIPTIONS = {
-    "nearest-fit": "the whole application in the nearest cluster (RTT from the users) that can hold it",
+    "nearest-fit": "the whole application in the nearest cluster (RTT from the users) that can hold it; when none can, "
+                   "fill the nearest in call order and spill the rest to the next nearest (next-fit)",
     "all-in-one": "the whole application in the users' cluster if it fits, else in the largest cluster (capacity ignored)",
     "karmada-static": "Karmada staticWeightList, weight 1 per member, Webster division as karmada-scheduler",
     "karmada-dynamic": "Karmada dynamicWeight AvailableReplicas, Webster division as karmada-scheduler",
@@ -727,10 +904,11 @@ def run_baselines(app: Application, fed: Federation, **kw) -> tuple[dict[str, Pl
 
 
 def brute_force(app: Application, fed: Federation, *, contention_weight: float = 1.0,
-                pinned: dict[str, str] | None = None, client: str | None = None) -> tuple[float, np.ndarray]:
+                pinned: dict[str, str] | None = None, client: str | dict[str, float] | None = None,
+                routing: str = "proportional") -> tuple[float, np.ndarray]:
     """Exhaustive search over all ``C**S`` whole-service assignments that fit (tests only);
     returns ``(best total ms, assignment)``; raises :class:`FederationError` if none fits."""
-    prob = build_problem(app, fed, contention_weight=contention_weight, pinned=pinned, client=client)
+    prob = build_problem(app, fed, contention_weight=contention_weight, pinned=pinned, client=client, routing=routing)
     best, arg = np.inf, None
     for a in itertools.product(range(prob.C), repeat=prob.S):
         a = np.array(a)

@@ -72,6 +72,7 @@ def harness_procs() -> list[psutil.Process]:
     ({"application": "sockshop", "clusters": CLUSTERS, "client": "nowhere"}, "non_field_errors"),
     ({"application": "sockshop", "clusters": CLUSTERS[:2], "rtt_ms": [[0, 1]], "bandwidth_mbps": [[1, 1], [1, 1]]}, "non_field_errors"),
     ({"application": "sockshop", "clusters": [{"name": "x", "capacity_cores": 1, "contention": 1.5}]}, "clusters"),
+    ({"application": "sockshop", "clusters": CLUSTERS, "routing": "anycast"}, "routing"),
 ])
 def test_bad_plan_parameters_are_rejected_and_nothing_stored(api, params, field):
     resp = api.post("/api/v1/experiments/", {"kind": "federation-plan", "parameters": params}, format="json")
@@ -146,7 +147,7 @@ def test_fedbench_command_json():
 def test_applications_endpoint_lists_derived_graphs(api):
     body = api.get("/api/v1/federation/applications/").json()
     by = {a["name"]: a for a in body}
-    assert set(by) == {"hotelReservation", "socialNetwork", "sockshop", "batch-training", "inference"}
+    assert set(by) == {"hotelReservation", "socialNetwork", "sockshop", "batch-training", "inference", "video-analytics"}
     assert {"caller": "user", "callee": "user-db", "calls": 1.0, "payload_bytes": 4096} in by["sockshop"]["edges"]
     assert APIClient().get("/api/v1/federation/applications/").status_code in (401, 403)
 

@@ -343,3 +343,36 @@ def test_proxy_serves_connections_concurrently(no_leftovers):
         sup.stop()
     # each client makes 2 calls (warm-up + measured) = 2 RTTs = 80 ms; serialised would be 640 ms
     assert statistics.median(walls) < 3 * 80.0, walls
+
+
+def test_locality_routing_keeps_each_regions_users_in_their_region(no_leftovers):
+    """Two clusters 30 ms apart, the three-service chain copied into both, users half in each,
+    locality routing: each region's users enter at their own entry and every call stays in its
+    cluster, so no proxy is even started, and each region's median is the local figure (the
+    chain run in one cluster for local users), not local + 30 ms. Control: the chain in A only,
+    the same users: B's requests cross the link once each way in, so B's median exceeds A's by
+    the link's 30 ms (+- 5 ms: two medians, each within the proxy tests' 3 ms)."""
+    app = three_services()
+    rtt = 30.0
+    fed = Federation([MemberCluster("A", 2.0), MemberCluster("B", 2.0)], [[0.0, rtt], [rtt, 0.0]], [[1e4, 1e4], [1e4, 1e4]])
+    cpus = sorted(H.os.sched_getaffinity(0))
+    cpu_map = {"A": [cpus[0]], "B": [cpus[-1]]}
+    in_a = {s: {"A": 1} for s in app.names}
+    both = {s: {"A": 1, "B": 1} for s in app.names}
+    users = {"A": 1, "B": 1}
+    kw = dict(rate_rps=20, duration_s=1.5, warmup_s=0.2, cpu_map=cpu_map)
+    local = H.run_scenario(app, fed, in_a, client="A", **kw)
+    with H.Harness(app, fed, both, client=users, routing="locality", cpu_map=cpu_map) as h:
+        assert h._proxies == {}  # nothing routes across the link
+        assert sorted(k for _, _, k in h.entry_endpoints) == ["A", "B"]
+        geo = h.run_load(rate_rps=20, duration_s=1.5, warmup_s=0.2)
+    assert geo.errors == 0 and set(geo.by_region) == {"A", "B"}
+    for reg in ("A", "B"):
+        r = geo.by_region[reg]
+        assert r["ok"] >= 5, r
+        assert abs(r["p50_ms"] - local.p50_ms) <= 5.0, (reg, r, local.p50_ms)
+        assert r["p50_ms"] < rtt  # a crossing alone would take the link's 30 ms
+    one = H.run_scenario(app, fed, in_a, client=users, routing="locality", **kw)
+    assert one.errors == 0
+    gap = one.by_region["B"]["p50_ms"] - one.by_region["A"]["p50_ms"]
+    assert abs(gap - rtt) <= 5.0, (gap, one.by_region)

@@ -157,10 +157,14 @@ def test_nearest_fit_takes_the_nearest_cluster_that_holds_everything():
     fed = Federation([MemberCluster("home", 1.0), MemberCluster("near", 2.0), MemberCluster("far", 16.0)],
                      [[0.5, 10, 80], [10, 0.5, 80], [80, 80, 0.5]], np.ones((3, 3)) * 1e4)
     assert orch.plan_nearest_fit(app, fed, client="home").replicas == {"a": {"near": 2}, "b": {"near": 1}}
+    # no cluster holds 2 cores: spill in call order (a, then b): a (1 core) fills x, b spills to y
     tiny = Federation([MemberCluster("x", 1.0), MemberCluster("y", 1.0)], [[0.5, 10], [10, 0.5]], np.ones((2, 2)) * 1e4)
-    with pytest.raises(FederationError, match="no single cluster"):
-        orch.plan_nearest_fit(app, tiny, client="x")
-    plans, why = orch.run_baselines(app, tiny, client="x")
+    assert orch.plan_nearest_fit(app, tiny, client="x").replicas == {"a": {"x": 2}, "b": {"y": 1}}
+    # 0.8 cores each: a (1 core) fits neither, even spilling
+    smaller = Federation([MemberCluster("x", 0.8), MemberCluster("y", 0.8)], [[0.5, 10], [10, 0.5]], np.ones((2, 2)) * 1e4)
+    with pytest.raises(FederationError, match="no single cluster.*without room"):
+        orch.plan_nearest_fit(app, smaller, client="x")
+    plans, why = orch.run_baselines(app, smaller, client="x")
     assert "nearest-fit" in why and "nearest-fit" not in plans and "karmada-static" in plans
 
 

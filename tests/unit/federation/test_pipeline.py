@@ -46,6 +46,26 @@ def test_replan_keeps_or_moves_replicas_on_an_unreachable_member():
     assert "cluster.karmada.io/unreachable" not in moved["karmada_yaml"]
 
 
+def test_plan_task_with_locality_routing_copies_the_chain_per_region():
+    """Users half in eu-west-1 (home's region, which cannot hold sockshop) and half in
+    us-east-1 (hub): with locality routing a copy in hub serves the us half locally, so the plan
+    duplicates services and exports them as Karmada Duplicated, CRD-valid; proportional routing
+    never copies."""
+    users = {"home": 0.5, "hub": 0.5}
+    loc = pipeline.run({"application": "sockshop", "clusters": CLUSTERS, "users": users, "routing": "locality"},
+                       report=no_report, record=Collect())
+    assert loc["routing"] == "locality" and loc["plan"]["duplicated"]
+    assert all(set(loc["plan"]["replicas"][s]) >= {"hub"} for s in loc["plan"]["duplicated"])
+    prop = pipeline.run({"application": "sockshop", "clusters": CLUSTERS, "users": users}, report=no_report, record=Collect())
+    assert prop["plan"]["duplicated"] == [] and loc["plan"]["cost"]["total_ms"] < prop["plan"]["cost"]["total_ms"]
+    docs = [d for d in yaml.safe_load_all(loc["karmada_yaml"]) if d["kind"] == "PropagationPolicy"]
+    assert any(d["spec"]["placement"]["replicaScheduling"].get("replicaSchedulingType") == "Duplicated" for d in docs)
+    assert all(karmada.validate_policy(d) == [] for d in docs)
+    with pytest.raises(FederationError, match="unknown routing"):
+        pipeline.run({"application": "sockshop", "clusters": CLUSTERS, "users": users, "routing": "anycast"},
+                     report=no_report, record=Collect())
+
+
 def test_bad_tasks_and_inputs_are_refused():
     with pytest.raises(FederationError, match="unknown federation task"):
         pipeline.run({"task": "nope"}, report=no_report, record=Collect())
