@@ -50,12 +50,23 @@ def experiment_create(*, owner: AbstractBaseUser, kind: str, parameters: dict[st
     return exp
 
 
-def experiment_enqueue(*, experiment: Experiment) -> None:
-    """Send the experiment to its kind's Celery queue."""
+def experiment_enqueue(*, experiment: Experiment) -> bool:
+    """Send the experiment to its kind's Celery queue. Returns ``False`` (and logs why) when the
+    broker cannot be reached: the stored row stays ``queued`` and the reconciler sends it again
+    once the broker is back (:mod:`webapp.reconcile`), so a submission accepted while the broker
+    is down is neither lost nor answered with a 500 for a row that was committed."""
+    from kombu.exceptions import OperationalError as BrokerUnreachable
+
     from workers.tasks.platform import run_experiment
 
     spec = get_experiment_kind(experiment.kind)
-    run_experiment.apply_async(args=[experiment.pk], queue=spec.queue_for(experiment.parameters))
+    try:
+        run_experiment.apply_async(args=[experiment.pk], queue=spec.queue_for(experiment.parameters))
+    except BrokerUnreachable as err:
+        log.warning("experiment %s: not enqueued, the broker is unreachable (%s); the reconciler enqueues it later",
+                    experiment.pk, err)
+        return False
+    return True
 
 
 def experiment_run(*, experiment_id: int) -> Experiment:
