@@ -77,8 +77,9 @@ def experiment_run(*, experiment_id: int) -> Experiment:
     ``running`` one whose lease is live is left to its holder (this delivery waits up to two
     lease periods for the holder to finish or die, then returns). Errors in the runner mark it
     ``failed`` with ``error`` = ``"<ExceptionType>: <message>"`` (the traceback goes to the log);
-    a lost database connection is re-raised instead, so the task is retried and the experiment
-    is not failed for the database's restart."""
+    a lost database connection is re-raised instead (as ``OperationalError`` also when the runner
+    raised it wrapped in another error, :func:`database_lost`), so the task is retried and the
+    experiment is not failed for the database's restart."""
     import time
 
     from django.db import InterfaceError, OperationalError
@@ -133,6 +134,10 @@ def experiment_run(*, experiment_id: int) -> Experiment:
     except (OperationalError, InterfaceError):
         raise  # the database went away: let the task retry (workers/tasks/platform.py DB_RETRY)
     except Exception as err:  # noqa: BLE001 - any failure of the runner is recorded as data
+        if database_lost(err, reporter):  # a lost connection that reached here wrapped in another error
+            log.warning("experiment %s: the database went away during the run (%s: %s); retrying",
+                        exp.pk, type(err).__name__, str(err)[:200])
+            raise OperationalError(f"database lost during the run: {type(err).__name__}: {err}") from err
         log.exception("experiment %s failed", exp.pk)
         _finish(exp.pk, State.FAILED, holder, error=f"{type(err).__name__}: {err}")
     else:
@@ -140,6 +145,28 @@ def experiment_run(*, experiment_id: int) -> Experiment:
     finally:
         heartbeat.stop()
     return Experiment.objects.get(pk=exp.pk)
+
+
+def database_lost(err: BaseException, reporter: ProgressReporter | None = None) -> bool:
+    """Whether a runner's failure ``err`` came from losing the database (a restart, a failover)
+    rather than from the work itself, so the run must be retried, not marked failed.
+
+    True when a ``django.db`` ``OperationalError`` or ``InterfaceError`` is anywhere in the
+    error's ``__cause__`` / ``__context__`` chain (an engine wrapped it), or when the run's
+    ``reporter`` saw one in a progress report or a recorded row (:attr:`ProgressReporter.database_error`):
+    a library may re-raise a callback's exception by its message only (TVM's FFI turns the
+    ``OperationalError`` of a MetaSchedule measure callback into a ``RuntimeError`` with neither
+    type nor chain), and by then PostgreSQL may be back, so the connection itself proves nothing."""
+    from django.db import InterfaceError, OperationalError
+
+    seen: set[int] = set()
+    cur: BaseException | None = err
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, (OperationalError, InterfaceError)):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return reporter is not None and reporter.database_error is not None
 
 
 def _finish(pk: int, state: str, holder: str, *, result: dict | None = None, error: str = "") -> None:
