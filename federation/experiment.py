@@ -188,10 +188,12 @@ def plan_run(experiment, reporter) -> dict:
 def benchmark_run(experiment, reporter) -> dict:
     """Runner of ``federation-benchmark``: the degradation sweep and, if ``compare``, the
     orchestrator against every baseline, in the harness. Cancellation stops at the next progress
-    report; the harness stops every process it started on the way out. A rerun starts over."""
+    report; the harness stops every process it started on the way out. A rerun starts over, and
+    replaces the rows an interrupted run recorded."""
     from webapp.experiments import run_pipeline
 
-    return run_pipeline(experiment, reporter, pipeline.run, params={**experiment.parameters, "task": "benchmark"})
+    return run_pipeline(experiment, reporter, pipeline.run, params={**experiment.parameters, "task": "benchmark"},
+                        restart_tables=("degradation", "comparison", "scenario"))
 
 
 def _user_baseline(result: dict, key: str) -> tuple[str, float] | None:

@@ -133,7 +133,10 @@ def weight_learning_run(experiment, reporter) -> dict[str, Any]:
     cluster_id = params.pop("cluster_id", None)
     if cluster_id is not None:
         params["cluster"] = cluster_nodes(cluster_id=cluster_id)
-    result = run_pipeline(experiment, reporter, pipeline.run, params=params)
+    # a train run trains again (its policy is not kept), so its rows replace an interrupted run's;
+    # an evaluate run resumes the unseen pairs it measured (rlweights.pipeline)
+    result = run_pipeline(experiment, reporter, pipeline.run, params=params,
+                          restart_tables=("curve", "comparison") if params["mode"] == "train" else ())
     weight_learning_store(experiment=experiment, result=result)
     return result
 

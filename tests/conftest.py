@@ -8,6 +8,7 @@ database as the test (use it with ``transactional_db`` so rows are committed and
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -103,38 +104,30 @@ def _purge_broker() -> None:
     redis.Redis.from_url(settings.CELERY_BROKER_URL).flushdb()
 
 
-@pytest.fixture
-def start_worker(transactional_db, tmp_path) -> Iterator[Callable[..., subprocess.Popen]]:
-    """Factory: ``start_worker(queues="cpu,gpu", concurrency=1, extra_args=(), env=None)`` starts a
-    real worker (``env``: extra environment variables) and waits until it is ready (its log says
-    so). All are killed at teardown."""
-    _purge_broker()
-    procs: list[subprocess.Popen] = []
+def spawn_ready(cmd: list[str], *, env: dict[str, str], log: Path, procs: list[subprocess.Popen],
+                ready: str = "ready.", timeout: float = 90.0) -> subprocess.Popen:
+    """Start ``cmd`` in the repository root in its own session (so :func:`stop_processes` ends it
+    and its children together), output to ``log``, append it to ``procs``, and wait until ``ready``
+    appears in the log. Raises ``RuntimeError`` with the log's tail when it exits first or is not
+    ready after ``timeout`` seconds. The process gets ``log_path``."""
+    fh = open(log, "w")
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    fh.close()
+    proc.log_path = log  # type: ignore[attr-defined]
+    procs.append(proc)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{shlex.join(cmd[1:])} exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        if ready in log.read_text():
+            return proc
+        time.sleep(0.3)
+    raise RuntimeError(f"{shlex.join(cmd[1:])} not ready after {timeout:.0f} s:\n{log.read_text()[-3000:]}")
 
-    def _start(queues: str = "cpu,gpu", concurrency: int = 1, extra_args: tuple[str, ...] = (), name: str | None = None,
-               env: dict[str, str] | None = None) -> subprocess.Popen:
-        n = len(procs)
-        log = tmp_path / f"worker{n}.log"
-        cmd = [
-            sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", queues,
-            "-c", str(concurrency), "--pool", "prefork", "-l", "INFO",
-            "-n", name or f"test{n}-{os.getpid()}@%h", *extra_args,
-        ]
-        fh = open(log, "w")
-        proc = subprocess.Popen(cmd, cwd=REPO, env={**_worker_env(), **(env or {})}, stdout=fh, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        proc.log_path = log  # type: ignore[attr-defined]
-        procs.append(proc)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"celery worker exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-            if "ready." in log.read_text():
-                return proc
-            time.sleep(0.3)
-        raise RuntimeError(f"celery worker not ready after 90 s:\n{log.read_text()[-3000:]}")
 
-    yield _start
+def stop_processes(procs: list[subprocess.Popen]) -> None:
+    """SIGTERM each still-running process's group, SIGKILL it after 20 s (teardown of
+    :func:`spawn_ready`'s processes)."""
     for p in procs:
         if p.poll() is None:
             try:
@@ -146,6 +139,28 @@ def start_worker(transactional_db, tmp_path) -> Iterator[Callable[..., subproces
                 except ProcessLookupError:
                     pass
                 p.wait()
+
+
+@pytest.fixture
+def start_worker(transactional_db, tmp_path) -> Iterator[Callable[..., subprocess.Popen]]:
+    """Factory: ``start_worker(queues="cpu,gpu", concurrency=1, extra_args=(), env=None)`` starts a
+    real worker (``env``: extra environment variables) and waits until it is ready (its log says
+    so). All are killed at teardown."""
+    _purge_broker()
+    procs: list[subprocess.Popen] = []
+
+    def _start(queues: str = "cpu,gpu", concurrency: int = 1, extra_args: tuple[str, ...] = (), name: str | None = None,
+               env: dict[str, str] | None = None) -> subprocess.Popen:
+        n = len(procs)
+        cmd = [
+            sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", queues,
+            "-c", str(concurrency), "--pool", "prefork", "-l", "INFO",
+            "-n", name or f"test{n}-{os.getpid()}@%h", *extra_args,
+        ]
+        return spawn_ready(cmd, env={**_worker_env(), **(env or {})}, log=tmp_path / f"worker{n}.log", procs=procs)
+
+    yield _start
+    stop_processes(procs)
 
 
 @pytest.fixture

@@ -39,6 +39,7 @@ upload ids and data paths). Raises :class:`tuning.backends.frontends.ModelImport
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import time
@@ -298,7 +299,9 @@ def _run(params: dict[str, Any], report: Report, record: Record, resume: dict[st
         task_info[i] = {"task_index": i, "name": extracted[i].task_name, "workload_hash": str(h & 0xFFFFFFFFFFFFFFFF),
                         "weight": float(extracted[i].weight), "flop_count": float(estimate_tir_flops(mod)),
                         "trials_done": done}
-    record("tasks", [task_info[i] for i in selected])
+    tasks_now = [task_info[i] for i in selected]
+    if tasks_now != list(resume.get("tasks") or [])[-len(tasks_now):]:  # a rerun that measured nothing: recorded already
+        record("tasks", tasks_now)
     # the budget over every task: weight x FLOPs, at least one round each (issue 20)
     minimum = int(params.get("min_trials_per_task") or params["trials_per_round"])
     plan = budget_plan([task_info[i]["weight"] * task_info[i]["flop_count"] for i in selected], trials, minimum)
@@ -320,7 +323,15 @@ def _run(params: dict[str, Any], report: Report, record: Record, resume: dict[st
     wall_offset = float(earlier[-1]["wall_seconds"]) if earlier else 0.0
     joule_offset = float(earlier[-1]["joules_total"]) if earlier else 0.0
     rounds: list[dict[str, Any]] = list(earlier)
-    cancelled: list[BaseException] = []
+    # trials an interrupted attempt committed to the database but did not live to record (its
+    # worker or the Django database was lost between MetaSchedule's commit and the callback):
+    # recorded now, so the mirror holds every trial the database holds
+    for row in _unrecorded_rounds(dbmod.records_in_commit_order(work_dir), task_info, selected, resume, earlier,
+                                  first_round, wall_offset, joule_offset):
+        record("rounds", [row])
+        rounds.append(row)
+        first_round += 1
+    stopped: list[BaseException] = []
     trials_seen = [done_total]
     index_of = {pos: i for pos, i in enumerate(to_tune)}
     last_pct = [1.0]
@@ -330,15 +341,18 @@ def _run(params: dict[str, Any], report: Report, record: Record, resume: dict[st
         report(pct, msg)
 
     def on_round(summary) -> None:
-        row = _round_row(summary, index_of[summary.task_id], wall_offset, joule_offset)
-        record("rounds", [row])  # committed before the next batch is built
-        rounds.append(row)
-        trials_seen[0] += len(summary.candidates)
+        # TVM's FFI re-raises a callback's exception as a RuntimeError with its message only, so
+        # what stops the tuning here (Cancelled, a lost lease, a lost database connection) is kept
+        # and raised as itself once TVM has unwound its loop
         try:
+            row = _round_row(summary, index_of[summary.task_id], wall_offset, joule_offset)
+            record("rounds", [row])  # committed before the next batch is built
+            rounds.append(row)
+            trials_seen[0] += len(summary.candidates)
             progress(5 + 80 * min(1.0, trials_seen[0] / max(1, trials)),
                      f"{trials_seen[0]}/{trials} trials, round {summary.round_index}")
-        except BaseException as err:  # Cancelled: stop at this batch, TVM unwinds its loop
-            cancelled.append(err)
+        except BaseException as err:
+            stopped.append(err)
             raise
 
     tuning_seconds = tuning_joules = 0.0
@@ -373,8 +387,8 @@ def _run(params: dict[str, Any], report: Report, record: Record, resume: dict[st
             if hooks.on_end:
                 hooks.on_end(start)
         except Exception:
-            if cancelled:
-                raise cancelled[0] from None
+            if stopped:
+                raise stopped[0] from None
             raise
         finally:
             release_runner(runner)  # its worker processes end with the tuning, cancelled or not
@@ -480,6 +494,48 @@ def scheduler_report(scheduler: Any) -> dict | None:
     rep_fn = getattr(scheduler, "report", None)
     rep = rep_fn() if callable(rep_fn) else None
     return rep if isinstance(rep, dict) and rep.get("scheduler") == "trimmer" else None
+
+
+def _unrecorded_rounds(by_hash: Mapping[str, list[tuple[Any, list[float] | None]]], task_info: Mapping[int, dict[str, Any]],
+                       selected: Sequence[int], resume: Mapping[str, list[dict[str, Any]]], earlier: list[dict[str, Any]],
+                       first_round: int, wall_offset: float, joule_offset: float) -> list[dict[str, Any]]:
+    """Rows (table ``rounds``, one per task) of the trials in the database that no recorded round
+    holds: per task, its records in commit order (``by_hash``,
+    :func:`tuning.backends.database.records_in_commit_order`) after those of the seed database
+    (the task's ``trials_done`` in the first recorded ``tasks`` row) and those of the recorded
+    rounds. Phase times and energy are unknown (0); ``details["recovered"]`` says so. A first
+    attempt (no ``tasks`` row recorded yet): ``[]``."""
+    import hashlib
+    from collections import Counter
+
+    seeded: dict[int, int] = {}
+    for r in resume.get("tasks") or []:
+        seeded.setdefault(int(r["task_index"]), int(r["trials_done"]))
+    recorded = Counter(int(r["task_index"]) for r in earlier for _ in r["candidates"])
+    rows: list[dict[str, Any]] = []
+    for i in selected:
+        if i not in seeded:
+            continue
+        missing = list(by_hash.get(task_info[i]["workload_hash"], []))[seeded[i] + recorded[i]:]
+        if not missing:
+            continue
+        cands = []
+        for k, (trace, secs) in enumerate(missing):
+            ok = bool(secs) and all(x < 1e9 for x in secs)  # MetaSchedule stores a failed run as 1e10 s
+            cands.append({"index": k, "trace_hash": hashlib.sha1(json.dumps(trace, sort_keys=True).encode()).hexdigest(),
+                          "trace": trace, "run_seconds": list(secs) if ok else [],
+                          "mean_seconds": sum(secs) / len(secs) if ok else None,
+                          "error": "" if ok else "failed (the database holds no run time)"})
+        means = [c["mean_seconds"] for c in cands if c["mean_seconds"] is not None]
+        rows.append({
+            "round_index": first_round + len(rows), "task_index": i, "num_candidates": len(cands),
+            "num_errors": sum(1 for c in cands if c["error"]), "search_seconds": 0.0, "build_seconds": 0.0,
+            "measure_seconds": 0.0, "search_joules": 0.0, "build_joules": 0.0, "measure_joules": 0.0,
+            "energy_source": earlier[-1]["energy_source"] if earlier else "", "energy_measured": False,
+            "wall_seconds": wall_offset, "joules_total": joule_offset, "best_seconds": min(means) if means else None,
+            "details": {"recovered": "measured by an interrupted attempt, read back from the database: phase times and energy unknown"},
+            "candidates": cands})
+    return rows
 
 
 def _round_row(summary: Any, task_index: int, wall_offset: float, joule_offset: float) -> dict[str, Any]:

@@ -13,6 +13,7 @@ cancellation was requested, so long work stops at the next report.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -128,6 +129,22 @@ class ProgressReporter:
     def __init__(self, experiment: "Experiment", *, heartbeat=None) -> None:
         self.experiment = experiment
         self.heartbeat = heartbeat  # webapp.leases.Heartbeat of the run, if it holds a lease
+        #: The first ``OperationalError`` / ``InterfaceError`` a report or a recorded row met (the
+        #: database went away): the run is retried even if a library re-raised it as another type.
+        self.database_error: BaseException | None = None
+
+    @contextmanager
+    def database_call(self):
+        """Context of the run's own database writes: notes a lost connection in
+        :attr:`database_error` and re-raises it."""
+        from django.db import InterfaceError, OperationalError
+
+        try:
+            yield
+        except (OperationalError, InterfaceError) as err:
+            if self.database_error is None:
+                self.database_error = err
+            raise
 
     def report(self, percent: float, message: str = "") -> None:
         """Progress never goes backwards: a resumed run that reports less than an earlier run
@@ -139,13 +156,15 @@ class ProgressReporter:
         if self.heartbeat is not None and self.heartbeat.lost:
             raise LeaseLost(f"experiment {self.experiment.pk}: another run holds it now")
         pct = int(max(0, min(100, round(percent))))
-        rows = Experiment.objects.filter(pk=self.experiment.pk)
-        if self.heartbeat is not None:
-            rows = rows.filter(lease_owner=self.heartbeat.holder)
-        if not rows.filter(progress__lt=pct).update(progress=pct, progress_message=message[:255]):
-            rows.update(progress_message=message[:255])
+        with self.database_call():
+            rows = Experiment.objects.filter(pk=self.experiment.pk)
+            if self.heartbeat is not None:
+                rows = rows.filter(lease_owner=self.heartbeat.holder)
+            if not rows.filter(progress__lt=pct).update(progress=pct, progress_message=message[:255]):
+                rows.update(progress_message=message[:255])
+            cancelled = Experiment.objects.filter(pk=self.experiment.pk, cancel_requested=True).exists()
         self.experiment.progress, self.experiment.progress_message = max(pct, self.experiment.progress), message[:255]
-        if Experiment.objects.filter(pk=self.experiment.pk, cancel_requested=True).exists():
+        if cancelled:
             raise ExperimentCancelled(f"experiment {self.experiment.pk} was cancelled")
 
     def cancelled(self) -> bool:
@@ -162,6 +181,7 @@ def run_pipeline(
     *,
     params: dict[str, Any] | None = None,
     on_record: Callable[[str, list[dict[str, Any]]], None] | None = None,
+    restart_tables: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Run an engine's Django-free pipeline (:mod:`webapp.plug`) for ``experiment``: the usual body
     of an experiment kind's runner.
@@ -170,16 +190,25 @@ def run_pipeline(
     :class:`ExperimentCancelled` once cancelled). ``record(table, rows)`` stores the rows as
     :class:`webapp.models.ExperimentRecord` in their own committed transaction before it returns,
     then calls ``on_record(table, rows)`` (an engine's own mirroring, e.g. tuning records into its
-    tables). On a rerun (a redelivered task) the pipeline is called with ``resume={table: [rows in
+    tables); a run that no longer holds the experiment's lease records nothing and gets
+    :class:`webapp.leases.LeaseLost` instead (fencing: a run presumed dead and taken over cannot
+    add rows beside its successor's). On a rerun (a redelivered task) the pipeline is called with ``resume={table: [rows in
     order]}`` of everything recorded before, so it can skip finished work; on a first run
-    ``resume`` is ``{}``. ``params`` defaults to ``experiment.parameters``. Returns the pipeline's
-    result summary. Rows must be JSON-serialisable dicts (``TypeError`` otherwise).
+    ``resume`` is ``{}``. ``restart_tables``: tables the pipeline computes again from the start on
+    a rerun (it does not resume them); their earlier rows are deleted first, so a rerun leaves one
+    set, not two. ``params`` defaults to ``experiment.parameters``. Returns the pipeline's result
+    summary. Rows must be JSON-serialisable dicts (``TypeError`` otherwise).
     """
     from django.db import transaction
     from django.db.models import Max
 
-    from .models import ExperimentRecord
+    from .leases import LeaseLost
+    from .models import Experiment, ExperimentRecord
 
+    # fencing: a run that lost its lease (presumed dead, taken over) records nothing more
+    holder = reporter.heartbeat.holder if reporter.heartbeat is not None else None
+    if restart_tables:
+        ExperimentRecord.objects.filter(experiment_id=experiment.pk, table__in=list(restart_tables)).delete()
     previous: dict[str, list[dict[str, Any]]] = {}
     for rec in ExperimentRecord.objects.filter(experiment_id=experiment.pk).order_by("seq"):
         previous.setdefault(rec.table, []).append(rec.row)
@@ -190,14 +219,17 @@ def run_pipeline(
             return
         if not all(isinstance(r, dict) for r in rows):
             raise TypeError(f"record({table!r}, rows): every row must be a dict")
-        with transaction.atomic():
-            last = ExperimentRecord.objects.filter(experiment_id=experiment.pk).aggregate(m=Max("seq"))["m"]
-            start = 0 if last is None else last + 1
-            ExperimentRecord.objects.bulk_create([
-                ExperimentRecord(experiment_id=experiment.pk, table=table[:64], seq=start + i, row=row)
-                for i, row in enumerate(rows)])
-        if on_record is not None:
-            on_record(table, rows)
+        with reporter.database_call():
+            with transaction.atomic():
+                if holder is not None and not Experiment.objects.select_for_update().filter(pk=experiment.pk, lease_owner=holder).exists():
+                    raise LeaseLost(f"experiment {experiment.pk}: another run holds it now; rows of {table!r} not recorded")
+                last = ExperimentRecord.objects.filter(experiment_id=experiment.pk).aggregate(m=Max("seq"))["m"]
+                start = 0 if last is None else last + 1
+                ExperimentRecord.objects.bulk_create([
+                    ExperimentRecord(experiment_id=experiment.pk, table=table[:64], seq=start + i, row=row)
+                    for i, row in enumerate(rows)])
+            if on_record is not None:
+                on_record(table, rows)
 
     return pipeline(dict(experiment.parameters if params is None else params),
                     report=reporter.report, record=record, resume=previous)

@@ -50,12 +50,23 @@ def experiment_create(*, owner: AbstractBaseUser, kind: str, parameters: dict[st
     return exp
 
 
-def experiment_enqueue(*, experiment: Experiment) -> None:
-    """Send the experiment to its kind's Celery queue."""
+def experiment_enqueue(*, experiment: Experiment) -> bool:
+    """Send the experiment to its kind's Celery queue. Returns ``False`` (and logs why) when the
+    broker cannot be reached: the stored row stays ``queued`` and the reconciler sends it again
+    once the broker is back (:mod:`webapp.reconcile`), so a submission accepted while the broker
+    is down is neither lost nor answered with a 500 for a row that was committed."""
+    from kombu.exceptions import OperationalError as BrokerUnreachable
+
     from workers.tasks.platform import run_experiment
 
     spec = get_experiment_kind(experiment.kind)
-    run_experiment.apply_async(args=[experiment.pk], queue=spec.queue_for(experiment.parameters))
+    try:
+        run_experiment.apply_async(args=[experiment.pk], queue=spec.queue_for(experiment.parameters))
+    except BrokerUnreachable as err:
+        log.warning("experiment %s: not enqueued, the broker is unreachable (%s); the reconciler enqueues it later",
+                    experiment.pk, err)
+        return False
+    return True
 
 
 def experiment_run(*, experiment_id: int) -> Experiment:
@@ -66,8 +77,9 @@ def experiment_run(*, experiment_id: int) -> Experiment:
     ``running`` one whose lease is live is left to its holder (this delivery waits up to two
     lease periods for the holder to finish or die, then returns). Errors in the runner mark it
     ``failed`` with ``error`` = ``"<ExceptionType>: <message>"`` (the traceback goes to the log);
-    a lost database connection is re-raised instead, so the task is retried and the experiment
-    is not failed for the database's restart."""
+    a lost database connection is re-raised instead (as ``OperationalError`` also when the runner
+    raised it wrapped in another error, :func:`database_lost`), so the task is retried and the
+    experiment is not failed for the database's restart."""
     import time
 
     from django.db import InterfaceError, OperationalError
@@ -122,6 +134,10 @@ def experiment_run(*, experiment_id: int) -> Experiment:
     except (OperationalError, InterfaceError):
         raise  # the database went away: let the task retry (workers/tasks/platform.py DB_RETRY)
     except Exception as err:  # noqa: BLE001 - any failure of the runner is recorded as data
+        if database_lost(err, reporter):  # a lost connection that reached here wrapped in another error
+            log.warning("experiment %s: the database went away during the run (%s: %s); retrying",
+                        exp.pk, type(err).__name__, str(err)[:200])
+            raise OperationalError(f"database lost during the run: {type(err).__name__}: {err}") from err
         log.exception("experiment %s failed", exp.pk)
         _finish(exp.pk, State.FAILED, holder, error=f"{type(err).__name__}: {err}")
     else:
@@ -129,6 +145,28 @@ def experiment_run(*, experiment_id: int) -> Experiment:
     finally:
         heartbeat.stop()
     return Experiment.objects.get(pk=exp.pk)
+
+
+def database_lost(err: BaseException, reporter: ProgressReporter | None = None) -> bool:
+    """Whether a runner's failure ``err`` came from losing the database (a restart, a failover)
+    rather than from the work itself, so the run must be retried, not marked failed.
+
+    True when a ``django.db`` ``OperationalError`` or ``InterfaceError`` is anywhere in the
+    error's ``__cause__`` / ``__context__`` chain (an engine wrapped it), or when the run's
+    ``reporter`` saw one in a progress report or a recorded row (:attr:`ProgressReporter.database_error`):
+    a library may re-raise a callback's exception by its message only (TVM's FFI turns the
+    ``OperationalError`` of a MetaSchedule measure callback into a ``RuntimeError`` with neither
+    type nor chain), and by then PostgreSQL may be back, so the connection itself proves nothing."""
+    from django.db import InterfaceError, OperationalError
+
+    seen: set[int] = set()
+    cur: BaseException | None = err
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, (OperationalError, InterfaceError)):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return reporter is not None and reporter.database_error is not None
 
 
 def _finish(pk: int, state: str, holder: str, *, result: dict | None = None, error: str = "") -> None:

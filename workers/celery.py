@@ -35,3 +35,7 @@ app.steps["worker"].add(GPUReporter)
 from . import recovery  # noqa: E402,F401
 # Redis: every worker must use the same visibility timeout (workers/visibility.py)
 from . import visibility  # noqa: E402,F401
+# Redis: a broker restart must not stop the worker (kombu bug, workers/broker_fixes.py)
+from .broker_fixes import apply as _survive_broker_restarts  # noqa: E402
+
+_survive_broker_restarts()

@@ -79,6 +79,27 @@ def open_database(work_dir: str | os.PathLike[str]):
     return ms.database.JSONDatabase(str(work_dir / WORKLOAD_FILE), str(work_dir / RECORD_FILE), allow_missing=True)
 
 
+def records_in_commit_order(work_dir: str | os.PathLike[str]) -> dict[str, list[tuple[Any, list[float] | None]]]:
+    """The tuning records of the JSON database in ``work_dir`` in the order they were committed,
+    by workload: ``{structural hash: [(trace JSON, run seconds or None), ...]}``, the hash as the
+    decimal string MetaSchedule writes first on each ``database_workload.json`` line (equal to
+    ``tvm_ffi.structural_hash(mod) & (2**64 - 1)``). Read from the files, without TVM: TVM's
+    ``get_all_tuning_records`` sorts by run time. A database that does not exist: ``{}``."""
+    work_dir = Path(work_dir)
+    hashes: list[str] = []
+    if (work_dir / WORKLOAD_FILE).exists():
+        hashes = [str(json.loads(line)[0]) for line in (work_dir / WORKLOAD_FILE).read_text().splitlines() if line.strip()]
+    out: dict[str, list[tuple[Any, list[float] | None]]] = {}
+    if (work_dir / RECORD_FILE).exists():
+        for line in (work_dir / RECORD_FILE).read_text().splitlines():
+            if not line.strip():
+                continue
+            index, (trace, run_secs, *_rest) = json.loads(line)
+            secs = [float(x) for x in run_secs] if run_secs else None
+            out.setdefault(hashes[int(index)], []).append((trace, secs))
+    return out
+
+
 def read_meta(work_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
     """Tandem's metadata (``{"target": {...}, "num_threads": n}``) of a database, or ``None``."""
     p = Path(work_dir) / META_FILE

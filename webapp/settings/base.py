@@ -69,6 +69,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # a database outage: 503 with Retry-After, not a 500 (webapp/middleware.py)
+    "webapp.middleware.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "webapp.urls"

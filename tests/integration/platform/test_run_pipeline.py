@@ -80,3 +80,47 @@ def test_a_row_that_is_not_a_dict_is_refused_and_nothing_is_stored():
     with pytest.raises(TypeError, match="every row must be a dict"):
         run_pipeline(exp, ProgressReporter(exp), pipeline)
     assert ExperimentRecord.objects.filter(experiment=exp).count() == 0
+
+
+def test_restart_tables_replace_an_interrupted_runs_rows():
+    """A pipeline that computes a table again from the start on a rerun leaves one set of rows."""
+    user = get_user_model().objects.create_user("pipe3")
+    exp = Experiment.objects.create(owner=user, kind="federation-benchmark", parameters={})
+    runs = []
+
+    def pipeline(params, *, report, record, resume=None):
+        runs.append(dict(resume or {}))
+        record("sweep", [{"point": 0}, {"point": 1}])
+        record("kept", [{"run": len(runs)}])
+        if len(runs) == 1:
+            raise Crash("worker lost")
+        return {}
+
+    with pytest.raises(Crash):
+        run_pipeline(exp, ProgressReporter(exp), pipeline, restart_tables=("sweep",))
+    run_pipeline(exp, ProgressReporter(exp), pipeline, restart_tables=("sweep",))
+    assert runs[1] == {"kept": [{"run": 1}]}  # the restarted table is not handed back
+    rows = [(t, r) for t, r in ExperimentRecord.objects.filter(experiment=exp).order_by("seq").values_list("table", "row")]
+    assert rows == [("kept", {"run": 1}), ("sweep", {"point": 0}), ("sweep", {"point": 1}), ("kept", {"run": 2})]
+
+
+def test_a_run_that_lost_its_lease_records_nothing():
+    """Fencing: rows from a run presumed dead (another run took the lease) are refused."""
+    from webapp.leases import LeaseLost
+
+    class Holder:
+        holder, lost = "host:1:old", False
+
+    user = get_user_model().objects.create_user("pipe4")
+    exp = Experiment.objects.create(owner=user, kind="simulation", parameters={}, lease_owner="host:2:new")
+
+    def pipeline(params, *, report, record, resume=None):
+        record("rows", [{"x": 1}])
+        return {}
+
+    with pytest.raises(LeaseLost, match="another run holds it now"):
+        run_pipeline(exp, ProgressReporter(exp, heartbeat=Holder()), pipeline)
+    assert ExperimentRecord.objects.filter(experiment=exp).count() == 0
+    Experiment.objects.filter(pk=exp.pk).update(lease_owner=Holder.holder)
+    run_pipeline(exp, ProgressReporter(exp, heartbeat=Holder()), pipeline)
+    assert ExperimentRecord.objects.filter(experiment=exp).count() == 1
