@@ -13,7 +13,11 @@ class RejectUnknownFields:
     """Serializer mixin: a request body key that is not one of the serializer's fields is a 400
     naming it and the accepted fields, instead of being dropped without a word (DRF's default),
     so a misspelt ``batchsize`` or ``parameter`` is never silently replaced by a default.
-    Read-only fields are accepted (and ignored) so a client may send back what it read."""
+    Read-only fields are accepted (and ignored) so a client may send back what it read.
+
+    Text fields take JSON strings only: DRF's ``CharField`` and ``ChoiceField`` turn a number
+    into its text (``"region": -439881`` stored as ``"-439881"``), which the schema, typing them
+    ``string``, does not allow; such a value is a 400 naming the field."""
 
     def to_internal_value(self, data):
         if isinstance(data, dict):
@@ -22,6 +26,12 @@ class RejectUnknownFields:
                 accepted = ", ".join(n for n, f in self.fields.items() if not f.read_only)
                 raise serializers.ValidationError(
                     {k[:64]: [f"unknown field; accepted: {accepted}"] for k in unknown[:20]})
+            not_text = {name: ["must be a string."] for name, field in self.fields.items()
+                        if name in data and not field.read_only and data[name] is not None
+                        and isinstance(field, (serializers.CharField, serializers.ChoiceField))
+                        and not isinstance(data[name], str)}
+            if not_text:
+                raise serializers.ValidationError(not_text)
         return super().to_internal_value(data)
 
 

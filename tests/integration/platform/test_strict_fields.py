@@ -36,6 +36,26 @@ def test_unknown_body_field_is_a_400_naming_it_and_nothing_is_stored(staff, url,
     assert counts() == before
 
 
+@pytest.mark.parametrize("method, body, key", [
+    ("post", {"name": "c-int", "region": -439881, "kind": "other"}, "region"),
+    ("post", {"name": 12, "region": "eu", "kind": "other"}, "name"),
+    ("post", {"name": "c-kind", "region": "eu", "kind": 1}, "kind"),
+    ("patch", {"region": 7.5}, "region"),
+])
+def test_a_number_for_a_text_field_is_a_400_and_nothing_changes(staff, method, body, key):
+    """Found by schemathesis (ST201): DRF stored ``"region": -439881`` as the text "-439881"."""
+    from webapp.models import Cluster
+
+    cluster = Cluster.objects.create(name="c0", region="us", kind="other")
+    before = counts()
+    url = "/api/v1/clusters/" + (f"{cluster.pk}/" if method == "patch" else "")
+    r = getattr(staff, method)(url, body, format="json")
+    assert r.status_code == 400, r.content
+    assert r.json()[key] == ["must be a string."]
+    cluster.refresh_from_db()
+    assert counts() == before and (cluster.name, cluster.region) == ("c0", "us")
+
+
 def test_read_only_fields_sent_back_are_accepted(staff):
     r = staff.post("/api/v1/jobs/", {"name": "j", "model_name": "resnet18", "batch_size": 8, "num_gpus": 1,
                                      "steps": 1, "state": "succeeded", "id": 999}, format="json")
