@@ -138,7 +138,8 @@ class LearnParams:
             raise ValueError("concurrency must be in 1..1000")
         if not 2 <= self.budget <= 100:
             raise ValueError("budget must be in 2..100")
-        if self.mode == "train" and not 64 <= self.timesteps <= 1_000_000:
+        # checked in every mode (evaluate does not train, but a negative count is still a mistake)
+        if not 64 <= self.timesteps <= 1_000_000:
             raise ValueError("timesteps must be in 64..1000000")
         if not (0 <= self.w_min < self.w_max <= 1000):
             raise ValueError("need 0 <= w_min < w_max <= 1000")

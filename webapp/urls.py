@@ -1,12 +1,13 @@
 """URL map: admin, dashboard, API root (/api/v1/), each engine's API, OpenAPI schema and docs."""
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
 
 from webapp.authentication import throttle_logins
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from .health import healthz
+from .views import not_found
 
 urlpatterns = [
     path("admin/login/", throttle_logins(admin.site.login)),
@@ -21,6 +22,10 @@ urlpatterns = [
     path("api/v1/rlweights/", include("rlweights.api")),
     path("api/v1/federation/", include("federation.api")),
     path("api/v1/", include("webapp.api")),
+    # any other URL under /api/ ending in a slash: the JSON 404 of ``handler404``, also with
+    # DEBUG on (where Django shows its HTML page instead of calling the handler); a URL without
+    # the slash still gets CommonMiddleware's redirect first, as everywhere else
+    re_path(r"^api/(?:.*/)?$", not_found),
     path("placement/", include("placement.urls")),
     path("federation/", include("federation.urls")),
     path("rlweights/", include("rlweights.urls")),

@@ -88,3 +88,19 @@ def test_known_kind_and_ordering_filter_the_list(staff, django_user_model):
     assert [e["id"] for e in r.json()["results"]] == [b.pk, a.pk]
     r = staff.get("/api/v1/experiments/?ordering=id")
     assert [e["id"] for e in r.json()["results"]] == [a.pk, b.pk]
+
+
+@pytest.mark.parametrize("debug", [False, True])
+@pytest.mark.parametrize("url", ["/api/v1/nosuch/", "/api/v1/jobs/1/nosuch/", "/api/"])
+def test_an_unknown_api_route_is_a_json_404_with_or_without_debug(staff, settings, debug, url):
+    """Found by a new user's try: with DEBUG on (the demo's settings) Django answered an
+    unknown /api/ route with its HTML debug page, not the JSON 404 docs/platform.md promises."""
+    settings.DEBUG = debug
+    r = staff.get(url, HTTP_ACCEPT="application/json")
+    assert r.status_code == 404 and r["Content-Type"] == "application/json", (r.status_code, r["Content-Type"])
+    assert r.json() == {"detail": "Not found."}
+
+
+def test_an_api_url_without_its_slash_is_still_redirected(staff):
+    r = staff.get("/api/v1/jobs")
+    assert r.status_code == 301 and r["Location"].endswith("/api/v1/jobs/")

@@ -10,9 +10,10 @@ def test_headline_from_summary():
                     "equal": {"mean_improvement_vs_equal_percent": 0.0}},
         "best_baseline": "random", "ppo_vs_best_baseline_percent": 0.61}})
     h = weight_learning_headline(exp)
-    assert (h.ours, h.baseline, h.baseline_name) == ("+5.6 %", "+5.1 %", "random (budget 10)")
+    assert (h.ours, h.baseline, h.baseline_name) == ("-5.6 %", "-5.1 %", "random (budget 10)")
     assert abs(h.ratio - 0.9939) < 1e-9 and h.better == "lower" and h.verdict == "tie"
-    assert h.metric == "mean-latency improvement over equal weights (PPO)"  # "+5.6 %" reads as a gain
+    # latency change, read in the ratio's direction (lower is better): "-5.6 %" is 5.6 % faster
+    assert h.metric == "mean-latency vs equal weights (PPO)"
 
 
 def test_no_headline_without_ppo():

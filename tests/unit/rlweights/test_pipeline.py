@@ -82,7 +82,9 @@ def test_the_snapshot_model_is_available_by_name():
 
 @pytest.mark.parametrize("bad, field", [({"model": "other"}, "model"), ({"metric": "median"}, "metric"),
                                         ({"model": "snapshot", "concurrency": 2}, "concurrency"),
-                                        ({"concurrency": 0}, "concurrency"), ({"keep_alive_s": -1.0}, "keep_alive_s")])
+                                        ({"concurrency": 0}, "concurrency"), ({"keep_alive_s": -1.0}, "keep_alive_s"),
+                                        # evaluate mode trains nothing, but -1 steps is still refused (new-user try)
+                                        ({"mode": "evaluate", "timesteps": -1}, "timesteps")])
 def test_model_parameters_are_checked(bad, field):
     with pytest.raises(ValueError, match=field):
         pipeline.run({**PARAMS, **bad})

@@ -17,7 +17,8 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from webapp.demo import demo_steps
-from webapp.management.commands.serve import check_addr, serve
+from webapp.management.commands.serve import check_addr, parse_addr, serve
+from webapp.plug import Cancelled
 from webapp.importers import parse_node_file
 from webapp.models import Cluster
 from webapp.services import nodes_import
@@ -50,8 +51,9 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         out = self.stdout
         quiet_libraries()
-        if not opts["no_serve"]:
-            check_addr(opts["addr"])  # a bad or busy address is refused before minutes of demo steps
+        # a bad (or, when serving, busy) address is refused before minutes of demo steps; with
+        # --no-serve it is only printed, but a wrong one is still a mistake worth naming
+        parse_addr(opts["addr"]) if opts["no_serve"] else check_addr(opts["addr"])
         started = time.monotonic()
         call_command("migrate", interactive=False, verbosity=0)
         out.write("database migrated")
@@ -76,12 +78,19 @@ class Command(BaseCommand):
         from django.utils import timezone
 
         demo_start = timezone.now()
-        for step in demo_steps():
-            out.write(self.style.MIGRATE_HEADING(f"demo step {step.order} {step.name}"))
+        steps = demo_steps()
+        for n, step in enumerate(steps, 1):  # numbered by position (``order`` is only a sort key)
+            out.write(self.style.MIGRATE_HEADING(f"demo step {n}/{len(steps)} {step.name}"))
             t0 = time.monotonic()
             try:
                 step.run(owner=user, stdout=out)
-            except Exception:  # noqa: BLE001 - one engine's failure must not hide the others
+            except KeyboardInterrupt:
+                raise CommandError(f"demo stopped by Ctrl-C during step {step.name}; what ran is kept "
+                                   "(`make demo` runs every step again)") from None
+            except Exception as err:  # noqa: BLE001 - one engine's failure must not hide the others
+                if stopped_by_signal(err):  # Ctrl-C / SIGTERM turned into a cancel (manage.py tune)
+                    raise CommandError(f"demo stopped during step {step.name}: {stopped_by_signal(err)}; what ran "
+                                       "is kept (`make demo` runs every step again)") from None
                 failed.append(step.name)
                 out.write(self.style.ERROR(f"demo step {step.name} failed:\n{traceback.format_exc()}"))
             step_seconds[step.name] = round(time.monotonic() - t0, 1)
@@ -102,6 +111,21 @@ class Command(BaseCommand):
                 raise CommandError(f"demo steps failed: {', '.join(failed)}")
             return
         serve(host, stdout=out, style=self.style)
+
+
+def stopped_by_signal(err: BaseException) -> str:
+    """The message of a :class:`webapp.plug.Cancelled` in ``err``'s cause/context chain that a
+    signal raised (``"... stopped by SIGINT"``), else ``""``: a step the operator stopped ends the
+    demo, whereas a step that failed on its own leaves the others to run."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, Cancelled) and " by SIG" in str(err):
+            return str(err)
+        if isinstance(err, KeyboardInterrupt):
+            return "Ctrl-C"
+        err = err.__cause__ or err.__context__
+    return ""
 
 
 def quiet_libraries() -> None:

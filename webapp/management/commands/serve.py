@@ -28,16 +28,23 @@ class Command(BaseCommand):
         serve(opts["addr"], stdout=self.stdout, style=self.style)
 
 
-def check_addr(addr: str) -> tuple[str, int]:
-    """Check that the web server can listen on ``addr`` (``HOST:PORT``, IPv6 hosts in brackets):
-    a port from 1 to 65535, a host that resolves, and the address free now (a test bind).
-    Returns ``(host, port)``. Raises ``CommandError`` naming the problem."""
+def parse_addr(addr: str) -> tuple[str, int]:
+    """``HOST:PORT`` (IPv6 hosts in brackets) -> ``(host, port)``, a port from 1 to 65535.
+    Raises ``CommandError`` naming the problem. Nothing is resolved or bound."""
     host, sep, port = addr.rpartition(":")
     host = host.strip("[]")
     if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
         raise CommandError(f"--addr must be HOST:PORT with a port from 1 to 65535, got {addr!r}")
+    return host, port
+
+
+def check_addr(addr: str) -> tuple[str, int]:
+    """Check that the web server can listen on ``addr`` (:func:`parse_addr`, a host that
+    resolves, and the address free now: a test bind). Returns ``(host, port)``. Raises
+    ``CommandError`` naming the problem."""
+    host, port = parse_addr(addr)
     try:
-        family, kind, proto, _, sockaddr = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)[0]
+        family, kind, proto, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     except socket.gaierror as err:
         raise CommandError(f"--addr {addr!r}: host {host!r} does not resolve ({err.strerror})") from None
     with socket.socket(family, kind, proto) as sock:
@@ -47,28 +54,39 @@ def check_addr(addr: str) -> tuple[str, int]:
         except OSError as err:
             raise CommandError(f"--addr {addr}: cannot listen there ({err.strerror}); is another server running? "
                                "Stop it or choose another --addr") from None
-    return host, int(port)
+    return host, port
 
 
 def serve(addr: str, *, stdout, style=None) -> None:
     """Run the web server (``runserver --noreload`` on ``addr``) and one Celery worker (queues
-    ``cpu`` and ``gpu``) in the foreground; Ctrl-C or SIGTERM stops both. Returns when either
-    exits (the other is then stopped too)."""
+    ``cpu`` and ``gpu``) in the foreground; Ctrl-C, SIGTERM or SIGHUP stops both. Returns when
+    either exits (the other is then stopped too); raises ``CommandError`` when one exited on its
+    own, not when the operator stopped them."""
     style = style or color_style()
     check_addr(addr)
     env = dict(os.environ)
     env.setdefault("DJANGO_SETTINGS_MODULE", os.environ.get("DJANGO_SETTINGS_MODULE", "webapp.settings.dev"))
     root = str(settings.BASE_DIR)
+    # each child in a session of its own: Ctrl-C in the terminal reaches only this process, which
+    # then stops both in order (before, the terminal's SIGINT also hit the worker, which could
+    # exit first and be reported as a failure)
     procs = [
-        subprocess.Popen([sys.executable, "manage.py", "runserver", addr, "--noreload"], cwd=root, env=env),
+        subprocess.Popen([sys.executable, "manage.py", "runserver", addr, "--noreload"], cwd=root, env=env,
+                         start_new_session=True),
         subprocess.Popen([sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", "cpu,gpu", "-c", "1",
-                          "-l", "INFO", "--without-mingle", "--without-gossip"], cwd=root, env=env),
+                          "-l", "INFO", "--without-mingle", "--without-gossip"], cwd=root, env=env,
+                         start_new_session=True),
     ]
     stdout.write(style.SUCCESS(f"dashboard: http://{addr}/   (Ctrl-C stops the web server and the worker)"))
     def on_sigterm(signum, frame):  # stop like Ctrl-C does
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, on_sigterm)
+    # the children are not in the terminal's session, so a closed terminal (SIGHUP) must stop
+    # them through this process too
+    previous_hup = signal.signal(signal.SIGHUP, on_sigterm)
+    # Ctrl-C raises KeyboardInterrupt here whatever handler an earlier step (the demo's) left
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     exited = None
     try:
         while all(p.poll() is None for p in procs):
@@ -76,9 +94,12 @@ def serve(addr: str, *, stdout, style=None) -> None:
         exited = next(p for p in procs if p.poll() is not None)
         stdout.write(style.ERROR("a server process exited; stopping the other"))
     except KeyboardInterrupt:
+        exited = None  # stopped by the operator: not a failure, whatever a child did meanwhile
         stdout.write("stopping web server and worker")
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
+        signal.signal(signal.SIGHUP, previous_hup)
         for p in procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
