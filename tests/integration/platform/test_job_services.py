@@ -107,3 +107,29 @@ def test_failed_experiment_error_is_type_and_message_only(alice, sent):
     done = services.experiment_run(experiment_id=exp.pk)
     assert done.state == State.FAILED
     assert done.error == "KeyError: 'steps'"  # no traceback (it is logged instead)
+
+
+def test_scheduling_passes_after_submissions_coalesce(monkeypatch):
+    """At most one pass runs and one waits (webapp.services.job_schedule_logged): a caller that
+    finds a pass waiting returns without running one; a caller that finds the slots free runs
+    one. The slots are PostgreSQL advisory locks, held here from another connection."""
+    import psycopg
+    from django.db import connection
+
+    runs = []
+    monkeypatch.setattr(services, "job_schedule", lambda: runs.append(1))
+    s = connection.settings_dict
+    other = psycopg.connect(host=s["HOST"] or "127.0.0.1", port=s["PORT"] or 5432, user=s["USER"] or "postgres",
+                            dbname=s["NAME"], autocommit=True)
+    try:
+        other.execute("SELECT pg_advisory_lock(%s)", [services._PASS_NEXT])  # a pass is already waiting
+        services.job_schedule_logged()
+        assert runs == []  # that waiting pass will read the queue after this submission's commit
+        other.execute("SELECT pg_advisory_unlock(%s)", [services._PASS_NEXT])
+        services.job_schedule_logged()
+        assert runs == [1]
+        # the slots were freed: another process can take both at once
+        assert other.execute("SELECT pg_try_advisory_lock(%s), pg_try_advisory_lock(%s)",
+                             [services._PASS_NEXT, services._PASS_RUNNING]).fetchone() == (True, True)
+    finally:
+        other.close()
