@@ -29,6 +29,7 @@ class RejectUnknownFields:
             not_text = {name: ["must be a string."] for name, field in self.fields.items()
                         if name in data and not field.read_only and data[name] is not None
                         and isinstance(field, (serializers.CharField, serializers.ChoiceField))
+                        and not isinstance(field, serializers.MultipleChoiceField)  # takes a list
                         and not isinstance(data[name], str)}
             if not_text:
                 raise serializers.ValidationError(not_text)
