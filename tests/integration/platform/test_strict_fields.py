@@ -101,6 +101,18 @@ def test_an_unknown_api_route_is_a_json_404_with_or_without_debug(staff, setting
     assert r.json() == {"detail": "Not found."}
 
 
+@pytest.mark.parametrize("method", ["post", "put", "patch", "delete"])
+def test_an_unknown_api_route_is_a_json_404_for_unsafe_methods_too(method, django_user_model):
+    """Found by schemathesis (ST105): ``DELETE /api/v1/gpus/-4.09e-283/`` matches no route and got
+    the CSRF middleware's HTML 403 page from the catch-all, not the JSON 404."""
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)  # as a browser session is checked
+    client.force_login(django_user_model.objects.create_user("csrf-user", password="pw-csrf-1"))
+    r = getattr(client, method)("/api/v1/gpus/-4.0962721557823093e-283/", HTTP_ACCEPT="application/json")
+    assert r.status_code == 404 and r["Content-Type"] == "application/json", (r.status_code, r.content[:200])
+
+
 def test_an_api_url_without_its_slash_is_still_redirected(staff):
     r = staff.get("/api/v1/jobs")
     assert r.status_code == 301 and r["Location"].endswith("/api/v1/jobs/")
