@@ -10,7 +10,10 @@ docs/platform.md). No timing is asserted: a request that hangs past ``--request-
 error of the run, and the subprocess has an outer limit.
 Every check of schemathesis runs except ``positive_data_acceptance``: a body valid under the
 JSON Schema may still be refused with a 400 for what a schema cannot say (a unique name, an
-existing foreign key, "exactly one of model and onnx"), and that 400 is documented.
+existing foreign key, "exactly one of model and onnx"), and that 400 is documented. The
+response-time check's limit is the request timeout (60 s), not schemathesis's default of 10 s:
+that would be a timing assertion (the first prediction fits the utilisation predictor, ~8 s on a
+quiet machine, 19 s once on a loaded one), and timings belong in ``bench/``.
 
 What happens to enqueued work: jobs and experiments the run submits are committed and their
 Celery messages go to this test's Redis database, where no worker consumes them (none is
@@ -41,6 +44,8 @@ AUTH_PATHS = r"^/api/v1/auth/"
 HOOKS = Path(__file__).with_name("schemathesis_hooks.py")
 #: Every check but positive_data_acceptance (see the module docstring).
 EXCLUDED_CHECKS = "positive_data_acceptance"
+#: Seconds: a request's timeout, and the response-time check's limit (see the module docstring).
+REQUEST_TIMEOUT_S = 60
 
 
 def schema_operations() -> dict[tuple[str, str], re.Pattern]:
@@ -127,7 +132,7 @@ def run_schemathesis(url: str, token: str, config: Path, out: Path, *select: str
         f"{url}/api/schema/", "-H", f"Authorization: Token {token}",
         "--checks", "all", "--exclude-checks", EXCLUDED_CHECKS,
         "--phases", "examples,fuzzing", "--max-examples", str(MAX_EXAMPLES), "--seed", str(SEED),
-        "--workers", "1", "--request-timeout", "60",
+        "--workers", "1", "--request-timeout", str(REQUEST_TIMEOUT_S), "--max-response-time", str(REQUEST_TIMEOUT_S),
         "--report", "json,har", "--report-json-path", str(out / "report.json"), "--report-har-path", str(out / "run.har"),
         "--output-truncate", "false", *select,
     ]
