@@ -32,6 +32,16 @@ def test_a_cancel_by_a_signal_is_recognised_through_the_chain():
     assert demo_cmd.stopped_by_signal(ExperimentCancelled("experiment 3 cancelled by the user")) == ""
 
 
+def test_parse_addr_gives_host_and_integer_port():
+    from webapp.management.commands.serve import parse_addr
+
+    assert parse_addr("127.0.0.1:8000") == ("127.0.0.1", 8000)
+    assert parse_addr("[::1]:80") == ("::1", 80)
+    for bad in ("notanaddr", "host:0", "host:65536", ":8000", "host:8o"):
+        with pytest.raises(CommandError, match="must be HOST:PORT"):
+            parse_addr(bad)
+
+
 def test_bad_addr_is_refused_with_no_serve_before_touching_the_database():
     # no django_db mark: a database access here would fail the test
     with pytest.raises(CommandError, match="must be HOST:PORT"):

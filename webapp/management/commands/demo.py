@@ -53,7 +53,10 @@ class Command(BaseCommand):
         quiet_libraries()
         # a bad (or, when serving, busy) address is refused before minutes of demo steps; with
         # --no-serve it is only printed, but a wrong one is still a mistake worth naming
-        parse_addr(opts["addr"]) if opts["no_serve"] else check_addr(opts["addr"])
+        if opts["no_serve"]:
+            parse_addr(opts["addr"])
+        else:
+            check_addr(opts["addr"])
         started = time.monotonic()
         call_command("migrate", interactive=False, verbosity=0)
         out.write("database migrated")

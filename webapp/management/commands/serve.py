@@ -35,7 +35,7 @@ def parse_addr(addr: str) -> tuple[str, int]:
     host = host.strip("[]")
     if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
         raise CommandError(f"--addr must be HOST:PORT with a port from 1 to 65535, got {addr!r}")
-    return host, port
+    return host, int(port)
 
 
 def check_addr(addr: str) -> tuple[str, int]:
