@@ -5,8 +5,9 @@ result, is ``test_tuning_worker.py``).
 
 Workload: the built-in ``convnet`` (two convolutions, so several tuning tasks), 8 trials in
 rounds of 4. Trimmer's scheduler (like ``gradient`` here) joins each round before building the
-next, so the kill lands when exactly one batch has been committed. The redelivered task (visibility timeout 5 s) must
-keep those 4 records and spend only the trials still missing.
+next, so the kill lands when exactly one batch has been committed. The redelivered task
+(visibility timeout 5 s, taken over once the killed run's 5-s lease expires) must keep those 4
+records and spend only the trials still missing.
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ def test_multitask_tuning_killed_after_first_batch_keeps_it(scheduler, monkeypat
     settings.VAR_DIR = tmp_path / "var"
     monkeypatch.setenv("TANDEM_VAR_DIR", str(settings.VAR_DIR))
     monkeypatch.setenv("CELERY_VISIBILITY_TIMEOUT", "5")
+    monkeypatch.setenv("TANDEM_LEASE_S", "5")  # the takeover waits for the killed run's lease (test_tuning_worker.py)
     monkeypatch.setenv("TANDEM_TUNING_THREADS", "1")
     owner = django_user_model.objects.create_user(f"tuner-{scheduler}", password="pw")
     first = start_worker()

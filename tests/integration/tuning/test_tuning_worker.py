@@ -8,8 +8,9 @@ worker is SIGKILLed once the first round is mirrored; with MetaSchedule's C++ ``
 nothing was recorded before every task's first round had been built, while the ``gradient``
 scheduler here joins each round first, so the kill lands when exactly one batch of 4 has been
 committed. A second worker gets the redelivered task (Redis visibility timeout shortened to 5 s)
-and must keep that batch and spend only the trials still missing. (The same for the ``trimmer``
-scheduler: ``test_tuning_resume_multitask.py``.)
+and takes it over once the killed run's lease expires (shortened to 5 s); it must keep that
+batch and spend only the trials still missing. (The same for the ``trimmer`` scheduler:
+``test_tuning_resume_multitask.py``.)
 """
 from __future__ import annotations
 
@@ -35,6 +36,10 @@ def test_tuning_killed_mid_run_resumes_from_database_and_beats_untuned(monkeypat
     settings.VAR_DIR = tmp_path / "var"  # the worker gets the same through TANDEM_VAR_DIR
     monkeypatch.setenv("TANDEM_VAR_DIR", str(settings.VAR_DIR))
     monkeypatch.setenv("CELERY_VISIBILITY_TIMEOUT", "5")
+    # the redelivered task waits for the killed run's lease to expire before it takes over: a
+    # 5-s lease instead of the production minute (one worker at a time here, so a late renewal
+    # cannot hand a live run to another)
+    monkeypatch.setenv("TANDEM_LEASE_S", "5")
     # one measurement thread: on this shared 2-core machine other test suites run alongside,
     # and a 2-thread kernel waits at every barrier for its second thread to be scheduled
     monkeypatch.setenv("TANDEM_TUNING_THREADS", "1")
