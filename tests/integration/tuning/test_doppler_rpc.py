@@ -32,6 +32,21 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _wait_listening(port: int, proc: subprocess.Popen, log: Path, timeout_s: float = 60.0) -> None:
+    """Until something accepts connections on 127.0.0.1:``port``; raises ``RuntimeError`` with
+    ``log``'s tail when ``proc`` exits first or after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the RPC tracker exited with {proc.returncode}:\n{log.read_text()[-2000:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"the RPC tracker did not listen on port {port} in {timeout_s} s:\n{log.read_text()[-2000:]}")
+
+
 def _wait_servers(port: int, n: int, timeout_s: float = 60.0) -> None:
     from tuning.backends.doppler import count_rpc_servers
 
@@ -61,6 +76,8 @@ def rpc_cluster(tmp_path):
     try:
         start(["tvm.exec.rpc_tracker", "--host", "127.0.0.1", "--port", str(port), "--port-end", str(port + 1)],
               tmp_path / "tracker.log")
+        # a server that finds no tracker yet retries only after 5 s (TVM's connect_with_retry)
+        _wait_listening(port, procs[0], tmp_path / "tracker.log")
         for i in range(2):
             sp = _free_port()
             log = tmp_path / f"server{i}.log"
