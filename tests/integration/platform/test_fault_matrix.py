@@ -6,8 +6,9 @@ Faults, one test each; in each test every kind runs at once on one private deplo
   a second worker standing by; the visibility timeout is the production hour, so only the
   reconciler (Celery beat) brings the lost runs back, by their expired leases.
 * Redis restart: the broker (no persistence) is stopped mid-run, so every queued and
-  unacknowledged message is lost, and started again 3 s later; an experiment is submitted while
-  it is down (stored, and enqueued by the reconciler).
+  unacknowledged message is lost, and started again once a worker has logged the lost
+  connection; an experiment is submitted while it is down (stored, and enqueued by the
+  reconciler).
 * PostgreSQL restart: the database is stopped mid-run (``pg_ctl stop -m fast``: every client is
   disconnected) for 8 s and started again; a submission meanwhile gets a 503 and is retried
   with its ``Idempotency-Key``.
@@ -349,6 +350,16 @@ def wait_terminal(dep: Deployment, timeout: float = 600) -> dict[int, tuple]:
     raise AssertionError(f"experiments not terminal after {timeout:.0f} s: {states(dep)}\n{dep.logs()[-6000:]}")
 
 
+def wait_logged(dep: Deployment, text: str, timeout: float = 60) -> None:
+    """Until ``text`` appears in the deployment's logs (polled every 0.2 s)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in dep.logs():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} not logged within {timeout:.0f} s:\n{dep.logs()[-6000:]}")
+
+
 def submit_until_accepted(dep: Deployment, kind: str, parameters: dict, key: str, timeout: float = 120) -> tuple[int, list]:
     """Submit with an ``Idempotency-Key`` until accepted (201), as a client retrying through an
     outage does: ``(id, [statuses of the refused tries])``. A refusal must be a 503 or no
@@ -453,7 +464,7 @@ def test_redis_restart_mid_run(deployment):
     dep.redis.stop()
     plan, refused = submit_until_accepted(dep, "federation-plan", QUICK["federation-plan"], key="plan-redis")
     assert refused == []  # stored while the broker is down; the reconciler enqueues it once it is back
-    time.sleep(3)
+    wait_logged(dep, "Connection to broker lost")  # the fault struck: the workers lost the broker
     dep.redis.start()
     final = wait_terminal(dep)
     watch.stop()
