@@ -155,6 +155,9 @@ def start_worker(transactional_db, tmp_path) -> Iterator[Callable[..., subproces
         cmd = [
             sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", queues,
             "-c", str(concurrency), "--pool", "prefork", "-l", "INFO",
+            # as `manage.py serve` starts its worker: no start-up sync with other workers (mingle
+            # waits a second for replies; nothing here uses revokes or worker events)
+            "--without-mingle", "--without-gossip",
             "-n", name or f"test{n}-{os.getpid()}@%h", *extra_args,
         ]
         return spawn_ready(cmd, env={**_worker_env(), **(env or {})}, log=tmp_path / f"worker{n}.log", procs=procs)
