@@ -7,7 +7,10 @@ Per offered rate it prints the achieved rate of acknowledged (201) submissions, 
 of the answered ones, errors by kind, and the exactly-once audit: every job the server
 acknowledged is stored exactly once (by its unique name), and no submission that was not
 acknowledged (timeout, 5xx) is stored. The server's write deadline (TANDEM_WRITE_DEADLINE_S) is
-set below the client's timeout, so an abandoned request can never commit later.
+set below the client's timeout, so an abandoned request can never commit later. Placement runs
+as in production, in a ``control`` worker on the same machine (webapp.services.job_schedule_soon):
+"placed" counts the acknowledged jobs that hold GPUs once the worker caught up, and "lag s" is
+how long after the rate's last send that took.
 
     python bench/api_load.py                      # 100, 200, 300, 500 /s for 10 s each
     python bench/api_load.py --rates 300 --duration 20 --gunicorn-workers 3
@@ -134,6 +137,21 @@ def stored_names(env: dict[str, str], tag: str) -> list[str]:
         return [r[0] for r in c.execute("SELECT name FROM webapp_job WHERE name LIKE %s", (f"{tag}-%",))]
 
 
+def wait_placed(env: dict[str, str], tag: str, want: int, since: float, limit: float) -> tuple[int, float]:
+    """Poll until ``want`` jobs of ``tag`` hold GPUs (or ``limit`` s passed); returns how many do
+    and the seconds since ``since``."""
+    import psycopg
+
+    sql = ("SELECT count(DISTINCT j.id) FROM webapp_job j JOIN webapp_job_gpus g ON g.job_id = j.id "
+           "WHERE j.name LIKE %s")
+    with psycopg.connect(env["DATABASE_URL"], autocommit=True) as c:
+        while True:
+            n = c.execute(sql, (f"{tag}-%",)).fetchone()[0]
+            if n >= want or time.monotonic() - since > limit:
+                return n, time.monotonic() - since
+            time.sleep(0.2)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rates", default="100,200,300,500", help="offered rates, submissions/s (default %(default)s)")
@@ -157,6 +175,10 @@ def main() -> int:
     log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"api_load-gunicorn-{port}.log"
     log = open(log_path, "w")
     print(f"gunicorn log: {log_path}")
+    control_log = open(log_path.with_name(f"api_load-control-{port}.log"), "w")
+    control = subprocess.Popen([sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", "control", "--pool", "solo",
+                                "-l", "WARNING", "--without-mingle", "--without-gossip", "-n", f"control-{port}@%h"],
+                               cwd=REPO, env=env, start_new_session=True, stdout=control_log, stderr=subprocess.STDOUT)
     web = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "webapp.wsgi:application", "--bind", f"127.0.0.1:{port}",
                             "--workers", str(args.gunicorn_workers), "--threads", str(args.threads), "--worker-class", "gthread",
                             "--timeout", "60", "--log-level", "warning"], cwd=REPO, env=env, start_new_session=True,
@@ -170,13 +192,14 @@ def main() -> int:
                 time.sleep(0.1)
         print(f"load average before: {os.getloadavg()[0]:.2f} (2-core machine; other work on it distorts the figures)")
         head = f"{'offered/s':>9} {'sent':>6} {'not sent':>8} {'acked':>6} {'achieved/s':>10} {'p50 ms':>7} {'p99 ms':>7} " \
-               f"{'4xx':>4} {'5xx':>4} {'timeout':>7} {'stored':>6} {'dup':>4} {'unacked stored':>14}"
+               f"{'4xx':>4} {'5xx':>4} {'timeout':>7} {'stored':>6} {'dup':>4} {'unacked stored':>14} {'placed':>6} {'lag s':>6}"
         print(head)
         run_tag = f"load{int(time.time())}"
         for rate in rates:
             tag = f"{run_tag}-r{int(rate)}"
             gen = Generator(port, token, rate, args.duration, args.connections, tag, args.timeout)
             gen.run()
+            sent_end = time.monotonic()
             time.sleep(args.timeout)  # let every in-flight request end before the audit
             acked = {n for n, s, _ in gen.results if s == 201}
             unacked = {n for n, s, _ in gen.results if s != 201}
@@ -189,19 +212,28 @@ def main() -> int:
             n5 = sum(1 for _, s, _ in gen.results if s >= 500)
             nt = sum(1 for _, s, _ in gen.results if s < 0)
             print(f"{rate:9.0f} {len(gen.results):6d} {gen.not_sent:8d} {len(acked):6d} {len(acked) / gen.wall:10.1f} {p50:7.1f} {p99:7.1f} "
-                  f"{n4:4d} {n5:4d} {nt:7d} {len(stored):6d} {len(names) - len(stored):4d} {len(stored & unacked):14d}", flush=True)
+                  f"{n4:4d} {n5:4d} {nt:7d} {len(stored):6d} {len(names) - len(stored):4d} {len(stored & unacked):14d} ", end="", flush=True)
+            placed, lag = wait_placed(env, tag, len(stored), sent_end, limit=120.0)
+            print(f"{placed:6d} {lag:6.1f}", flush=True)
             lost = acked - stored
             if lost:
                 print(f"  LOST: {len(lost)} acknowledged submissions not stored, e.g. {sorted(lost)[:3]}")
         print(f"load average after: {os.getloadavg()[0]:.2f}")
     finally:
+        os.killpg(control.pid, signal.SIGTERM)
         os.killpg(web.pid, signal.SIGTERM)
         try:
             web.wait(timeout=15)
         except subprocess.TimeoutExpired:  # workers still busy with long requests
             os.killpg(web.pid, signal.SIGKILL)
             web.wait()
+        try:
+            control.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(control.pid, signal.SIGKILL)
+            control.wait()
         log.close()
+        control_log.close()
         import psycopg
         import redis
 

@@ -39,14 +39,23 @@ def profile_rows_all() -> list[dict]:
 
 def job_features(model_name: str, batch_size: int) -> dict:
     """Graph features of (model, batch): the shipped zoo table, else traced now on the meta
-    device. Raises ``KeyError`` for a model outside the zoo."""
+    device (~0.4 s; kept per process, :func:`_traced_features`). Raises ``KeyError`` for a model
+    outside the zoo."""
     _, feats = _tables()
     for r in feats:
         if r["model"].removeprefix("gavel:") == model_name and int(r["batch_size"]) == batch_size:
             return r
+    return dict(_traced_features(model_name, batch_size))
+
+
+@functools.lru_cache(maxsize=1024)
+def _traced_features(model_name: str, batch_size: int) -> tuple:
+    """:func:`placement.backends.features.model_features` as ``(key, value)`` pairs, kept: every
+    submission is checked against it, and tracing each time let any batch size outside the zoo
+    table cost ~0.4 s of a server thread."""
     from .backends.features import model_features
 
-    return model_features(model_name, batch_size).as_dict()
+    return tuple(model_features(model_name, batch_size).as_dict().items())
 
 
 _PREDICTOR: dict = {}
@@ -141,6 +150,11 @@ class LivePlacementScheduler:
     def __init__(self, policy: str = LIVE_POLICY, seed: int = 0) -> None:
         self.policy_name, self.seed = policy, seed
 
+    def warm_up(self) -> None:
+        """Read the shipped zoo tables :meth:`validate` consults (a server process calls this
+        before it serves, webapp/wsgi.py)."""
+        _tables()
+
     def validate(self, job: Job) -> None:
         """Reject a job that can never run: more GPUs than its cluster (or, with no cluster
         given, all clusters) has, a model outside the zoo, or more predicted memory than the
@@ -148,18 +162,19 @@ class LivePlacementScheduler:
         accepted (it runs unplaced, as without a scheduler)."""
         if job.num_gpus == 0:  # a CPU job: nothing to place
             return
-        if not GPUDevice.objects.exists():  # no GPU registered anywhere: placement is off
-            return
-        qs = GPUDevice.objects.all()
-        where = "registered"
-        if job.cluster_id is not None:
-            qs = qs.filter(node__cluster_id=job.cluster_id)
-            where = f"registered in cluster {job.cluster}"
-        # two numbers from one SQL aggregate (this runs on every submission; listing the 6,742
-        # GPUs of the PAI cluster to count them cost ~15 ms a request)
-        from django.db.models import Count, Max
+        # the numbers from one SQL aggregate, one round trip (this runs on every submission;
+        # listing the 6,742 GPUs of the PAI cluster to count them cost ~15 ms a request)
+        from django.db.models import Count, Max, Q
 
-        agg = qs.aggregate(n=Count("id"), biggest=Max("memory_mib"))
+        where = "registered"
+        in_cluster = None
+        if job.cluster_id is not None:
+            in_cluster = Q(node__cluster_id=job.cluster_id)
+            where = f"registered in cluster {job.cluster}"
+        agg = GPUDevice.objects.aggregate(anywhere=Count("id"), n=Count("id", filter=in_cluster),
+                                          biggest=Max("memory_mib", filter=in_cluster))
+        if not agg["anywhere"]:  # no GPU registered anywhere: placement is off
+            return
         if job.num_gpus > agg["n"]:
             raise JobRejected(f"the job asks for {job.num_gpus} GPUs but only {agg['n']} are {where}",
                               field="num_gpus")
@@ -177,13 +192,15 @@ class LivePlacementScheduler:
         rest stay queued. CPU jobs (0 GPUs) are returned at once."""
         import numpy as np
 
+        unplaced = Job.objects.filter(state=State.QUEUED, gpus__isnull=True, dispatched_at__isnull=True)
+        if not unplaced.exists():  # nothing to place: do not lock every GPU row (the reconciler asks each period)
+            return []
         with transaction.atomic():
             # plain tuples, not model instances: at 6,748 GPUs building instances cost ~0.4 s
             devices = [_Device(*row) for row in GPUDevice.objects.select_for_update().order_by(
                 "node__cluster__name", "pk").values_list("pk", "node_id", "node__cluster_id", "node__cluster__name",
                                                          "node__name", "index", "model", "memory_mib")]
-            undispatched = list(Job.objects.select_for_update(of=("self",)).filter(
-                state=State.QUEUED, gpus__isnull=True, dispatched_at__isnull=True).order_by("created_at", "pk"))
+            undispatched = list(unplaced.select_for_update(of=("self",)).order_by("created_at", "pk"))
             if not devices:  # nothing to place onto: behave like the platform's ImmediateScheduler
                 return undispatched
             out = [j for j in undispatched if j.num_gpus == 0]

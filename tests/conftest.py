@@ -1,7 +1,7 @@
 """Root fixtures.
 
 ``celery_worker_process``: a real Celery worker (``celery -A workers worker``) in a subprocess,
-consuming queues ``cpu`` and ``gpu`` from the test Redis, writing to the same PostgreSQL test
+consuming queues ``control``, ``cpu`` and ``gpu`` from the test Redis, writing to the same PostgreSQL test
 database as the test (use it with ``transactional_db`` so rows are committed and visible).
 ``start_worker()`` starts more (or restarts after a kill); each is stopped at teardown.
 """
@@ -143,13 +143,13 @@ def stop_processes(procs: list[subprocess.Popen]) -> None:
 
 @pytest.fixture
 def start_worker(transactional_db, tmp_path) -> Iterator[Callable[..., subprocess.Popen]]:
-    """Factory: ``start_worker(queues="cpu,gpu", concurrency=1, extra_args=(), env=None)`` starts a
+    """Factory: ``start_worker(queues="control,cpu,gpu", concurrency=1, extra_args=(), env=None)`` starts a
     real worker (``env``: extra environment variables) and waits until it is ready (its log says
     so). All are killed at teardown."""
     _purge_broker()
     procs: list[subprocess.Popen] = []
 
-    def _start(queues: str = "cpu,gpu", concurrency: int = 1, extra_args: tuple[str, ...] = (), name: str | None = None,
+    def _start(queues: str = "control,cpu,gpu", concurrency: int = 1, extra_args: tuple[str, ...] = (), name: str | None = None,
                env: dict[str, str] | None = None) -> subprocess.Popen:
         n = len(procs)
         cmd = [
@@ -168,7 +168,7 @@ def start_worker(transactional_db, tmp_path) -> Iterator[Callable[..., subproces
 
 @pytest.fixture
 def celery_worker_process(start_worker) -> subprocess.Popen:
-    """One real worker on queues ``cpu`` and ``gpu``."""
+    """One real worker on queues ``control`` (job scheduling passes), ``cpu`` and ``gpu``."""
     return start_worker()
 
 

@@ -185,16 +185,6 @@ class JobViewSet(IdempotentCreate, SubmitThrottled, mixins.CreateModelMixin, mix
             return Job.objects.none()
         return selectors.job_list(user=self.request.user)
 
-    def create(self, request, *args, **kwargs):
-        """Submit; the job scheduler's pass (placement, dispatch) runs after the 201 was sent,
-        so an acknowledged submission is committed before the client hears of it and a client
-        that gave up never finds its job stored later (see :func:`webapp.services.schedule_after_response`)."""
-        with services.schedule_after_response() as pending:
-            response = super().create(request, *args, **kwargs)
-        if pending():
-            response._resource_closers.append(services.job_schedule_logged)
-        return response
-
     def perform_create(self, serializer):
         data = serializer.validated_data
         try:
@@ -205,6 +195,9 @@ class JobViewSet(IdempotentCreate, SubmitThrottled, mixins.CreateModelMixin, mix
             )
         except JobRejected as err:
             raise _rejected_as_400(err, err.field) from err
+        # placement runs later, in a control worker (services.job_schedule_soon): the new job holds
+        # no GPU, and the 201 need not ask the database so
+        serializer.instance._prefetched_objects_cache = {"gpus": serializer.instance.gpus.none()}
 
     @extend_schema(request=None, responses=conflict_response(JobSerializer))
     @action(detail=True, methods=["post"])

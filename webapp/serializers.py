@@ -36,6 +36,23 @@ class RejectUnknownFields:
         return super().to_internal_value(data)
 
 
+class BuiltOnce:
+    """ModelSerializer mixin: build the fields from the model once per class and deep-copy them
+    for each instance (as DRF does for declared fields). ``ModelSerializer.get_fields``
+    introspects the model on every instantiation, about a millisecond of a submission's time
+    (bench/api_load.py). Only for serializers whose fields do not depend on the context."""
+
+    def get_fields(self):
+        import copy
+
+        cls = type(self)
+        built = cls.__dict__.get("_built_fields")
+        if built is None:
+            built = super().get_fields()
+            cls._built_fields = built
+        return copy.deepcopy(built)
+
+
 class GPUDeviceSerializer(RejectUnknownFields, serializers.ModelSerializer):
     class Meta:
         model = GPUDevice
@@ -89,7 +106,7 @@ class ClusterSerializer(RejectUnknownFields, serializers.ModelSerializer):
         return check_labels(value)
 
 
-class JobSerializer(RejectUnknownFields, serializers.ModelSerializer):
+class JobSerializer(BuiltOnce, RejectUnknownFields, serializers.ModelSerializer):
     """A job as read back; the writable fields are those of a submission."""
 
     owner = serializers.CharField(source="owner.username", read_only=True)

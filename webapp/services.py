@@ -6,7 +6,7 @@ import os
 import socket
 import threading
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
@@ -252,8 +252,9 @@ def job_submit(
     name: str = "",
     cluster=None,
 ) -> "Job":
-    """Validate and store a job as ``queued``, then (after commit) ask the job scheduler which
-    queued jobs start now and dispatch them.
+    """Validate and store a job as ``queued``; after commit, ask a ``control`` worker for a
+    scheduling pass (:func:`job_schedule_soon`), which places and dispatches the queued jobs that
+    start now.
 
     Raises :class:`webapp.jobs.JobRejected` (``.field`` names the offending field) for an
     unknown torchvision model, a non-positive size, or a job the scheduler says can never run;
@@ -272,30 +273,81 @@ def job_submit(
         raise JobRejected(f"num_gpus must be 0 or more, got {num_gpus}", field="num_gpus")
     job = Job(owner=owner, model_name=model_name, batch_size=batch_size, num_gpus=num_gpus, steps=steps, name=name, cluster=cluster)
     get_job_scheduler().validate(job)
-    with transaction.atomic():
+    # no savepoint: inside the API's transaction one would cost two round trips, and an error
+    # here rolls back the whole submission anyway
+    with transaction.atomic(savepoint=False):
         job.save()
-        if getattr(_deferred, "on", False):
-            transaction.on_commit(lambda: setattr(_deferred, "pending", True))
-        else:
-            transaction.on_commit(job_schedule)
+        transaction.on_commit(job_schedule_soon)
     return job
 
 
-_deferred = threading.local()
+# --- The scheduling pass ----------------------------------------------------------------
+# Placement at the scale of an imported cluster takes seconds (the PAI table: 6,742 GPUs), so it
+# runs in a worker on the ``control`` queue, never in the web process: a pass there held the web
+# process's GIL and every request thread waited (bench/api_load.py: ~70 acknowledged submissions/s,
+# p99 2-3 s). A submission only asks for a pass; requests for a pass that has not started yet are
+# one request (debounced in the broker's Redis), and passes are coalesced (at most one running,
+# one waiting) across control workers.
+
+#: Celery queue of the scheduling pass and the reconciler (docs/deployment.md: a small worker of
+#: its own, so a long experiment on ``cpu`` never delays placement)
+CONTROL_QUEUE = "control"
+#: Redis key, in the broker's database, that exists while a pass was requested and has not started
+SCHEDULE_PENDING_KEY = "tandem:schedule-pending"
+#: seconds after which a pending mark whose message was lost stops suppressing new requests
+SCHEDULE_PENDING_TTL_S = 30
+
+_redis_clients: dict[str, Any] = {}
 
 
-@contextmanager
-def schedule_after_response() -> Iterator[Callable[[], bool]]:
-    """Within this block (one request's thread), :func:`job_submit` does not run the scheduler
-    when its transaction commits; it only notes that a pass is due. Yields a function telling
-    whether one is; the API then runs :func:`job_schedule_logged` after the response was sent
-    (Django calls a response's closers when the server has sent it). Placement at the scale of an
-    imported cluster takes seconds; it must not stand between the commit and the client's 201."""
-    _deferred.on, _deferred.pending = True, False
+def _broker_redis():
+    """A client of the broker's Redis (one per process and URL; thread-safe pool), or ``None``
+    when the broker is not Redis (the demo's filesystem transport)."""
+    from django.conf import settings
+
+    url = settings.CELERY_BROKER_URL
+    if not url.startswith(("redis://", "rediss://")):
+        return None
+    if url not in _redis_clients:
+        import redis
+
+        _redis_clients[url] = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+    return _redis_clients[url]
+
+
+def job_schedule_soon() -> None:
+    """Ask a ``control`` worker for a scheduling pass (task ``tandem.schedule_jobs``); called when
+    a submission, a cancel or a finished job commits. At most one request waits at a time: while
+    :data:`SCHEDULE_PENDING_KEY` is set, the pass it asked for has not started and will read this
+    caller's committed change, so nothing more is sent (one Redis ``SET NX`` per submission
+    instead of one message). Never raises: with the broker unreachable the change stays committed
+    and the reconciler's periodic pass (every ``TANDEM_RECONCILE_S``) or the next request places
+    it; the failure is logged."""
+    from workers.tasks.platform import schedule_jobs
+
+    r = _broker_redis()
     try:
-        yield lambda: bool(getattr(_deferred, "pending", False))
-    finally:
-        _deferred.on = False
+        if r is not None and not r.set(SCHEDULE_PENDING_KEY, "1", nx=True, ex=SCHEDULE_PENDING_TTL_S):
+            return
+        schedule_jobs.apply_async(queue=CONTROL_QUEUE)
+    except Exception as err:  # noqa: BLE001 - the caller's change is committed; a later pass places it
+        log.warning("scheduling pass not requested (%s: %s); the reconciler's pass or the next submission places the job",
+                    type(err).__name__, err)
+        if r is not None:
+            try:
+                r.delete(SCHEDULE_PENDING_KEY)
+            except Exception:  # noqa: BLE001 - the mark expires after SCHEDULE_PENDING_TTL_S
+                pass
+
+
+def job_schedule_requested() -> list["Job"]:
+    """The ``control`` worker's side of :func:`job_schedule_soon`: clear the pending mark (a
+    request after this point sends a new message), then run one coalesced pass
+    (:func:`job_schedule_coalesced`). Returns the jobs it dispatched."""
+    r = _broker_redis()
+    if r is not None:
+        r.delete(SCHEDULE_PENDING_KEY)
+    return job_schedule_coalesced()
 
 
 #: PostgreSQL advisory-lock keys of the coalesced scheduling pass (arbitrary, fixed 64-bit ints)
@@ -303,29 +355,20 @@ _PASS_RUNNING, _PASS_NEXT = 0x74616E64656D0001, 0x74616E64656D0002
 _local_running, _local_next = threading.Lock(), threading.Lock()
 
 
-def job_schedule_logged() -> None:
-    """:func:`job_schedule` after a submission's response, coalesced, with a failure logged
-    instead of raised (nobody waits for it).
-
-    Coalescing: at most one pass runs and at most one waits to run after it; a submission that
-    finds a pass already waiting returns at once, because that waiting pass has not yet read the
-    queue and so will place this submission's job (committed before this call). Without it a
-    burst of N submissions ran N passes, each locking every GPU row of the cluster in turn (1,897
-    nodes, 6,742 GPUs in the load bench), and the queue of passes held every server thread:
-    ``bench/api_load.py`` acknowledged 0 of 100 submissions/s. On PostgreSQL the two slots are
-    session advisory locks (shared by every server process); elsewhere (the demo's SQLite, one
-    server process) thread locks."""
-    try:
-        with _pass_slots() as run:
-            if run:
-                job_schedule()
-    except Exception:  # noqa: BLE001 - nobody is waiting for this call's outcome
-        log.exception("job scheduling after a submission failed; the next submission or finished job retries it")
+def job_schedule_coalesced() -> list["Job"]:
+    """:func:`job_schedule`, coalesced: at most one pass runs and at most one waits to run after
+    it; a caller that finds a pass already waiting returns at once (``[]``), because that waiting
+    pass has not yet read the queue and so will place this caller's jobs (committed before this
+    call). Without it a burst of N submissions ran N passes, each locking every GPU row of the
+    cluster in turn. On PostgreSQL the two slots are session advisory locks (shared by every
+    worker process and machine); elsewhere (the demo's SQLite) thread locks."""
+    with _pass_slots() as run:
+        return job_schedule() if run else []
 
 
 @contextmanager
 def _pass_slots() -> Iterator[bool]:
-    """Yields whether this caller runs a pass (see :func:`job_schedule_logged`): take the
+    """Yields whether this caller runs a pass (see :func:`job_schedule_coalesced`): take the
     "next" slot or return (False), wait for the "running" slot, free "next", run, free "running"."""
     from django.db import connection
 
@@ -403,7 +446,7 @@ def job_cancel(*, job: "Job") -> "Job":
         locked.transition_to(State.CANCELLED, error="cancelled by request")
         locked.save()
         locked.gpus.clear()
-        transaction.on_commit(job_schedule)
+        transaction.on_commit(job_schedule_soon)
     return locked
 
 
@@ -505,7 +548,7 @@ when it did not run where it was placed) is written once, together with the term
                 job.transition_to(State.FAILED, error=error or "stopped")
             job.save()
         job.gpus.clear()
-        transaction.on_commit(job_schedule)
+        transaction.on_commit(job_schedule_soon)
     return job
 
 

@@ -48,7 +48,7 @@ def fail_running_work(*, broker_url: str) -> dict[str, int]:
     from django.db import transaction
 
     from webapp.models import Experiment, Job
-    from webapp.services import job_schedule
+    from webapp.services import job_schedule_soon
     from webapp.states import State
 
     counts = {"experiments": 0, "jobs": 0}
@@ -63,7 +63,7 @@ def fail_running_work(*, broker_url: str) -> dict[str, int]:
             job.gpus.clear()
             counts["jobs"] += 1
         if counts["jobs"]:
-            transaction.on_commit(job_schedule)
+            transaction.on_commit(job_schedule_soon)
     if any(counts.values()):
         log.warning("marked %(experiments)d experiment(s) and %(jobs)d job(s) failed: " + WORKER_LOST_ERROR, counts)
     return counts

@@ -211,7 +211,7 @@ RECONCILE_EVERY_S = env.float("TANDEM_RECONCILE_S", default=60.0)
 #: A ``queued`` experiment older than this whose task message is in no queue is re-enqueued.
 QUEUED_GRACE_S = env.float("TANDEM_QUEUED_GRACE_S", default=300.0)
 CELERY_BEAT_SCHEDULE = {
-    "tandem-reconcile": {"task": "tandem.reconcile", "schedule": RECONCILE_EVERY_S, "options": {"queue": "cpu", "expires": RECONCILE_EVERY_S}},
+    "tandem-reconcile": {"task": "tandem.reconcile", "schedule": RECONCILE_EVERY_S, "options": {"queue": "control", "expires": RECONCILE_EVERY_S}},
 }
 CELERY_RESULT_BACKEND = None  # results live in the Django database, not in Celery
 CELERY_TASK_IGNORE_RESULT = True

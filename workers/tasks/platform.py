@@ -1,4 +1,5 @@
-"""Platform tasks: run an experiment of any registered kind; run a job."""
+"""Platform tasks: run an experiment of any registered kind; run a job; the job scheduling pass and
+the reconciler (queue ``control``)."""
 from __future__ import annotations
 
 from celery import shared_task
@@ -28,10 +29,24 @@ def run_job(job_id: int) -> None:
     job_run(job_id=job_id)
 
 
+@shared_task(name="tandem.schedule_jobs", acks_late=True, reject_on_worker_lost=True, **DB_RETRY)
+def schedule_jobs() -> int:
+    """One job scheduling pass (placement and dispatch of the queued jobs that start now), asked
+    for by :func:`webapp.services.job_schedule_soon`; runs on the ``control`` queue. Returns the
+    number of jobs dispatched."""
+    from webapp.services import job_schedule_requested
+
+    return len(job_schedule_requested())
+
+
 @shared_task(name="tandem.reconcile", ignore_result=True)
 def reconcile() -> dict:
     """Celery beat's periodic pass of :func:`webapp.reconcile.reconcile` (lost workers, lost
-    messages)."""
+    messages), then a coalesced job scheduling pass: a job whose request for a pass was lost (the
+    broker was down when it committed) is placed within one period."""
     from webapp.reconcile import reconcile as run
+    from webapp.services import job_schedule_coalesced
 
-    return run()
+    done = run()
+    done["dispatched"] = [j.pk for j in job_schedule_coalesced()]
+    return done

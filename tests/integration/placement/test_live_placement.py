@@ -1,4 +1,5 @@
-"""Live placement through the job API on PostgreSQL (and a real Celery worker): Horus places
+"""Live placement through the job API on PostgreSQL (and a real Celery worker running the
+scheduling passes on queue ``control``): Horus places
 jobs on registered GPUs, rejects never-fitting jobs with 400, keeps must-wait jobs queued and
 places them when capacity frees; decisions are visible in the placement API."""
 from __future__ import annotations
@@ -36,6 +37,14 @@ def _post(api, **job):
     return api.post("/api/v1/jobs/", {"steps": 2, **job}, format="json")
 
 
+def _pass() -> None:
+    """The scheduling pass a submission or a cancel asked the control worker for, run here (the
+    worker's own run of it: test_real_worker_runs_queued_jobs_as_capacity_frees)."""
+    from webapp.services import job_schedule_requested
+
+    job_schedule_requested()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_never_fits_is_400_and_stores_nothing(api, two_gpus):
     r = _post(api, model_name="resnet18", batch_size=16, num_gpus=3)
@@ -51,6 +60,8 @@ def test_must_wait_is_placed_when_capacity_frees(api, two_gpus):
     a = _post(api, model_name="vgg16", batch_size=16, num_gpus=2).json()  # 3,861 MiB per GPU
     b = _post(api, model_name="vgg16", batch_size=16, num_gpus=2).json()  # co-located: 2 tasks per GPU
     c = _post(api, model_name="resnet18", batch_size=16, num_gpus=1).json()  # Horus k_max = 2: waits
+    assert not Job.objects.filter(gpus__isnull=False).exists()  # placement is not the request's work
+    _pass()
     ids = sorted(g.pk for g in two_gpus)
     assert sorted(Job.objects.get(pk=a["id"]).gpus.values_list("pk", flat=True)) == ids
     assert sorted(Job.objects.get(pk=b["id"]).gpus.values_list("pk", flat=True)) == ids
@@ -58,6 +69,7 @@ def test_must_wait_is_placed_when_capacity_frees(api, two_gpus):
     assert jc.state == State.QUEUED and not jc.gpus.exists() and not jc.placement_decisions.exists()
 
     assert api.post(f"/api/v1/jobs/{a['id']}/cancel/").status_code == 200
+    _pass()
     jc.refresh_from_db()
     assert jc.gpus.count() == 1
     dec = api.get(f"/api/v1/placement/decisions/?job={c['id']}").json()["results"]
@@ -93,8 +105,10 @@ def test_jobs_naming_a_cluster_go_there(api, two_gpus):
     assert r.status_code == 400 and "only 1 are registered in cluster other" in r.json()["num_gpus"][0]
     # fits the 8 GiB GPUs of "lab" too, but it names "other"
     j = _post(api, model_name="resnet18", batch_size=16, num_gpus=1, cluster=other.pk).json()
+    _pass()
     assert list(Job.objects.get(pk=j["id"]).gpus.values_list("pk", flat=True)) == [lone.pk]
     k = _post(api, model_name="resnet18", batch_size=16, num_gpus=1).json()  # no cluster: "lab" sorts first
+    _pass()
     assert Job.objects.get(pk=k["id"]).gpus.get().node.cluster.name == "lab"
 
 

@@ -173,7 +173,7 @@ class Deployment:
     def start_worker(self) -> subprocess.Popen:
         n = len(self.workers)
         self.workers.append(None)  # type: ignore[arg-type]  (reserve the number)
-        proc = self._spawn(f"worker{n}", [sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", "cpu,gpu",
+        proc = self._spawn(f"worker{n}", [sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", "control,cpu,gpu",
                                           "-c", str(CONCURRENCY), "--pool", "prefork", "-l", "INFO", "-n", f"faults{n}@%h",
                                           "--without-mingle", "--without-gossip"],  # as manage.py serve, and tests/conftest.py
                            ready="ready.")

@@ -33,6 +33,12 @@ class Queued:
         msgs = [json.loads(m) for m in self.r.lrange(queue, 0, -1)]
         return [json.loads(__import__("base64").b64decode(m["body"]))[0][0] for m in msgs]
 
+    def tasks(self, queue: str) -> list[str]:
+        """Task names of the messages waiting in ``queue``."""
+        import json
+
+        return [json.loads(m)["headers"]["task"] for m in self.r.lrange(queue, 0, -1)]
+
 
 @pytest.fixture
 def sent():
@@ -42,12 +48,42 @@ def sent():
 
 
 def test_dispatch_once(alice, sent, django_capture_on_commit_callbacks):
+    """A submission asks the control queue for a pass and sends nothing else; the pass (run here
+    as the control worker runs it) dispatches the job once."""
     with django_capture_on_commit_callbacks(execute=True):
         job = services.job_submit(owner=alice, model_name="resnet18", batch_size=2, steps=1, num_gpus=0)
+    assert sent.tasks("control") == ["tandem.schedule_jobs"] and sent("cpu") == []
+    with django_capture_on_commit_callbacks(execute=True):
+        assert [j.pk for j in services.job_schedule_requested()] == [job.pk]
     assert sent("cpu") == [job.pk]
     with django_capture_on_commit_callbacks(execute=True):
         assert services.job_schedule() == []  # already dispatched: not sent again
     assert sent("cpu") == [job.pk] and sent("gpu") == []
+
+
+def test_pass_requests_are_debounced(alice, sent, django_capture_on_commit_callbacks):
+    """While a requested pass has not started, more submissions send no more messages (it will
+    read their jobs); once it starts (clears the mark), the next submission asks again."""
+    for _ in range(3):
+        with django_capture_on_commit_callbacks(execute=True):
+            services.job_submit(owner=alice, model_name="resnet18", batch_size=2, steps=1, num_gpus=0)
+    assert sent.tasks("control") == ["tandem.schedule_jobs"]
+    sent.r.lpop("control")  # the control worker takes the message ...
+    assert len(services.job_schedule_requested()) == 3  # ... and its pass places all three
+    with django_capture_on_commit_callbacks(execute=True):
+        late = services.job_submit(owner=alice, model_name="resnet18", batch_size=2, steps=1, num_gpus=0)
+    assert sent.tasks("control") == ["tandem.schedule_jobs"]
+    assert [j.pk for j in services.job_schedule_requested()] == [late.pk]
+
+
+def test_unreachable_broker_keeps_the_submission(alice, settings, django_capture_on_commit_callbacks, caplog):
+    """With the broker down when a submission commits, the job stays stored and queued (the
+    reconciler's pass places it later) and the caller gets no error."""
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"  # nothing listens there
+    with django_capture_on_commit_callbacks(execute=True):
+        job = services.job_submit(owner=alice, model_name="resnet18", batch_size=2, steps=1, num_gpus=0)
+    assert Job.objects.get(pk=job.pk).state == State.QUEUED
+    assert "scheduling pass not requested" in caplog.text
 
 
 @override_settings(JOB_IMAGE_SIZE=32, TORCH_THREADS=1)
@@ -110,23 +146,23 @@ def test_failed_experiment_error_is_type_and_message_only(alice, sent):
 
 
 def test_scheduling_passes_after_submissions_coalesce(monkeypatch):
-    """At most one pass runs and one waits (webapp.services.job_schedule_logged): a caller that
+    """At most one pass runs and one waits (webapp.services.job_schedule_coalesced): a caller that
     finds a pass waiting returns without running one; a caller that finds the slots free runs
     one. The slots are PostgreSQL advisory locks, held here from another connection."""
     import psycopg
     from django.db import connection
 
     runs = []
-    monkeypatch.setattr(services, "job_schedule", lambda: runs.append(1))
+    monkeypatch.setattr(services, "job_schedule", lambda: runs.append(1) or [])
     s = connection.settings_dict
     other = psycopg.connect(host=s["HOST"] or "127.0.0.1", port=s["PORT"] or 5432, user=s["USER"] or "postgres",
                             dbname=s["NAME"], autocommit=True)
     try:
         other.execute("SELECT pg_advisory_lock(%s)", [services._PASS_NEXT])  # a pass is already waiting
-        services.job_schedule_logged()
+        services.job_schedule_coalesced()
         assert runs == []  # that waiting pass will read the queue after this submission's commit
         other.execute("SELECT pg_advisory_unlock(%s)", [services._PASS_NEXT])
-        services.job_schedule_logged()
+        services.job_schedule_coalesced()
         assert runs == [1]
         # the slots were freed: another process can take both at once
         assert other.execute("SELECT pg_try_advisory_lock(%s), pg_try_advisory_lock(%s)",

@@ -1,5 +1,6 @@
-"""Two real workers on different queues: a job given GPUs goes to the ``gpu`` worker, a CPU job
-to the ``cpu`` worker (docs/deployment.md)."""
+"""Real workers on different queues: a job given GPUs goes to the ``gpu`` worker, a CPU job to the
+``cpu`` worker, and the scheduling passes that place and dispatch them run on the ``control``
+worker (docs/deployment.md)."""
 from __future__ import annotations
 
 import pytest
@@ -17,6 +18,7 @@ def test_tasks_go_to_the_worker_of_their_queue(start_worker, django_user_model, 
     GPUDevice.objects.create(node=node, index=0, model="V100", memory_mib=16384)
     cpu = start_worker(queues="cpu", name="cpu-only@%h", env={"TANDEM_TORCH_THREADS": "1", "TANDEM_NODE_NAME": "cpu-box"})
     gpu = start_worker(queues="gpu", name="gpu-only@%h", env={"TANDEM_TORCH_THREADS": "1", "TANDEM_NODE_NAME": "gpu-box"})
+    control = start_worker(queues="control", name="control@%h")  # the scheduling passes (placement, dispatch)
     api = token_client(django_user_model.objects.create_user("fay", password="pw-fay-1"))
     on_gpu = api.post("/api/v1/jobs/", {"model_name": "resnet18", "batch_size": 2, "steps": 1, "num_gpus": 1}, format="json").json()["id"]
     on_cpu = api.post("/api/v1/jobs/", {"model_name": "resnet18", "batch_size": 2, "steps": 1, "num_gpus": 0}, format="json").json()["id"]
@@ -29,3 +31,5 @@ def test_tasks_go_to_the_worker_of_their_queue(start_worker, django_user_model, 
     assert Job.objects.get(pk=on_cpu).result["worker"] == "cpu-box"
     # each worker received exactly one job (the GPU job on gpu-only, the CPU job on cpu-only)
     assert cpu_log.count("] received") == 1 and gpu_log.count("] received") == 1, (cpu_log[-1500:], gpu_log[-1500:])
+    control_log = control.log_path.read_text()
+    assert "Task tandem.schedule_jobs[" in control_log and "Task tandem.run_job[" not in control_log

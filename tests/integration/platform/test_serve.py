@@ -48,6 +48,7 @@ def test_serve_starts_web_and_worker_and_stops_both(tmp_path, stop):
         children = psutil.Process(proc.pid).children(recursive=True)
         cmdlines = [" ".join(c.cmdline()) for c in children]
         assert any("runserver" in c for c in cmdlines) and any("celery" in c and "worker" in c for c in cmdlines), cmdlines
+        assert any("-Q control" in c for c in cmdlines), cmdlines  # the job scheduling passes have a worker
         assert (tmp_path / "var" / "tandem.sqlite3").exists()  # migrated on its own, no demo needed
         if stop in ("SIGTERM", "SIGHUP"):  # SIGHUP: the terminal closed
             proc.send_signal(getattr(signal, stop))

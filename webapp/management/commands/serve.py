@@ -58,10 +58,10 @@ def check_addr(addr: str) -> tuple[str, int]:
 
 
 def serve(addr: str, *, stdout, style=None) -> None:
-    """Run the web server (``runserver --noreload`` on ``addr``) and one Celery worker (queues
-    ``cpu`` and ``gpu``) in the foreground; Ctrl-C, SIGTERM or SIGHUP stops both. Returns when
-    either exits (the other is then stopped too); raises ``CommandError`` when one exited on its
-    own, not when the operator stopped them."""
+    """Run the web server (``runserver --noreload`` on ``addr``), one Celery worker (queues
+    ``cpu`` and ``gpu``) and one for job scheduling passes (queue ``control``) in the foreground;
+    Ctrl-C, SIGTERM or SIGHUP stops them all. Returns when one exits (the others are then stopped
+    too); raises ``CommandError`` when one exited on its own, not when the operator stopped them."""
     style = style or color_style()
     check_addr(addr)
     env = dict(os.environ)
@@ -74,10 +74,15 @@ def serve(addr: str, *, stdout, style=None) -> None:
         subprocess.Popen([sys.executable, "manage.py", "runserver", addr, "--noreload"], cwd=root, env=env,
                          start_new_session=True),
         subprocess.Popen([sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", "cpu,gpu", "-c", "1",
-                          "-l", "INFO", "--without-mingle", "--without-gossip"], cwd=root, env=env,
+                          "-l", "INFO", "--without-mingle", "--without-gossip", "-n", "cpu@%h"], cwd=root, env=env,
+                         start_new_session=True),
+        # job scheduling passes, in a process of their own so a long run on the worker above
+        # never holds up placement (one process, no pool: a pass is short and they are serial)
+        subprocess.Popen([sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", "control", "--pool", "solo",
+                          "-l", "INFO", "--without-mingle", "--without-gossip", "-n", "control@%h"], cwd=root, env=env,
                          start_new_session=True),
     ]
-    stdout.write(style.SUCCESS(f"dashboard: http://{addr}/   (Ctrl-C stops the web server and the worker)"))
+    stdout.write(style.SUCCESS(f"dashboard: http://{addr}/   (Ctrl-C stops the web server and the workers)"))
     def on_sigterm(signum, frame):  # stop like Ctrl-C does
         raise KeyboardInterrupt
 
@@ -92,10 +97,10 @@ def serve(addr: str, *, stdout, style=None) -> None:
         while all(p.poll() is None for p in procs):
             time.sleep(0.5)
         exited = next(p for p in procs if p.poll() is not None)
-        stdout.write(style.ERROR("a server process exited; stopping the other"))
+        stdout.write(style.ERROR("a server process exited; stopping the others"))
     except KeyboardInterrupt:
         exited = None  # stopped by the operator: not a failure, whatever a child did meanwhile
-        stdout.write("stopping web server and worker")
+        stdout.write("stopping web server and workers")
     finally:
         signal.signal(signal.SIGTERM, previous)
         signal.signal(signal.SIGINT, previous_int)
@@ -110,5 +115,5 @@ def serve(addr: str, *, stdout, style=None) -> None:
                 p.kill()
                 p.wait()
     if exited is not None:
-        which = "web server" if exited is procs[0] else "worker"
+        which = {0: "web server", 1: "worker", 2: "control worker"}[procs.index(exited)]
         raise CommandError(f"the {which} exited with code {exited.returncode} (its output is above)")
