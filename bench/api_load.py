@@ -180,7 +180,7 @@ def main() -> int:
                                 "-l", "WARNING", "--without-mingle", "--without-gossip", "-n", f"control-{port}@%h"],
                                cwd=REPO, env=env, start_new_session=True, stdout=control_log, stderr=subprocess.STDOUT)
     web = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "webapp.wsgi:application", "--bind", f"127.0.0.1:{port}",
-                            "--workers", str(args.gunicorn_workers), "--threads", str(args.threads), "--worker-class", "gthread",
+                            "--workers", str(args.gunicorn_workers), "--threads", str(args.threads), "--worker-class", "gthread", "--preload",
                             "--timeout", "60", "--log-level", "warning"], cwd=REPO, env=env, start_new_session=True,
                            stdout=log, stderr=subprocess.STDOUT)
     try:

@@ -88,16 +88,18 @@ def profile_gpu_type(gpu_type: str, predictor=None) -> str | None:
     return max(family, key=len) if family else None
 
 
-def job_profile(model_name: str, batch_size: int, gpu_type: str) -> tuple[float, float, dict]:
+def job_profile(model_name: str, batch_size: int, gpu_type: str, *, predictor=None) -> tuple[float, float, dict]:
     """Predicted (util %, memory MiB, provenance) of a job on ``gpu_type``. Memory: graph
     estimate. Utilisation: XGBoost predictor on the profile rows of that GPU type, or of its
     family (:func:`profile_gpu_type`, named in the provenance's ``profile_gpu_type`` and
     ``note``); with none, 0 and a provenance note saying so (never an invented number).
     Answers are kept per (model, batch, GPU type) until the ProfileRow table changes (the live
-    scheduler asks for every queued job on every pass)."""
+    scheduler asks for every queued job on every pass). ``predictor``: the current one
+    (:func:`_predictor`), when the caller just got it: a scheduling pass asks once, not once per
+    job (a query each)."""
     import copy
 
-    pred = _predictor()
+    pred = predictor if predictor is not None else _predictor()
     memo = _PREDICTOR["memo"]
     key = (model_name, batch_size, gpu_type)
     if key not in memo:
@@ -225,6 +227,7 @@ class LivePlacementScheduler:
                 states[cid].assign(JobSpec(j.pk, 0.0, len(ids), 1.0, decs[0].predicted_util_pct,
                                            decs[0].predicted_memory_mib, j.model_name), ids)
             policy = core_policies.make_policy(self.policy_name)
+            pred = _predictor()  # once per pass (job_profile)
             placed_ids: set[int] = set()
             for cid, devs in clusters.items():
                 here = [j for j in waiting if j.pk not in placed_ids and j.cluster_id in (None, cid)]
@@ -232,10 +235,10 @@ class LivePlacementScheduler:
                     continue
                 # score with the most common GPU type that has profile data (PAI: MISC has none)
                 counts = {m: sum(d.model == m for d in devs) for m in {d.model for d in devs}}
-                gpu_type = max(counts, key=lambda m: (profile_gpu_type(m) is not None, counts[m], m))
+                gpu_type = max(counts, key=lambda m: (profile_gpu_type(m, pred) is not None, counts[m], m))
                 specs, prov = [], {}
                 for j in here:
-                    util, mem, pv = job_profile(j.model_name, j.batch_size, gpu_type)
+                    util, mem, pv = job_profile(j.model_name, j.batch_size, gpu_type, predictor=pred)
                     prov[j.pk] = (util, mem, pv)
                     specs.append(JobSpec(j.pk, j.created_at.timestamp(), j.num_gpus, float(j.steps), util, mem,
                                          j.model_name, j.batch_size))
@@ -248,7 +251,7 @@ class LivePlacementScheduler:
                     placed = [devs[i].model for i in p.gpu_ids]
                     own = max(set(placed), key=lambda m: (placed.count(m), m))
                     if own != gpu_type:  # report the prediction for the GPUs it got, say what was scored
-                        util, mem, pv = job_profile(job.model_name, job.batch_size, own)
+                        util, mem, pv = job_profile(job.model_name, job.batch_size, own, predictor=pred)
                         pv = {**pv, "placement_scored_with": {"gpu_type": gpu_type.upper(),
                                                               "util_pct": prov[p.job_id][0]}}
                     expl = dict(p.explanation)
