@@ -12,6 +12,8 @@ That is true only if no other worker is alive on the same broker folder, so a wo
 filesystem broker first takes an exclusive lock (``flock``) on ``<broker>/worker.lock``, held for
 its life, before it consumes anything (``celeryd_init``); a second worker (a second ``serve``)
 exits at once with :class:`AnotherWorkerRunning` and fails nothing. Use Redis for several workers.
+A worker on the ``control`` queue alone (``serve``'s scheduling-pass worker) runs no experiment
+or job: it takes a lock of its own (``control.lock``) and fails nothing at start.
 """
 from __future__ import annotations
 
@@ -69,8 +71,24 @@ def fail_running_work(*, broker_url: str) -> dict[str, int]:
     return counts
 
 
+#: Whether this worker consumes only the ``control`` queue (scheduling passes): it runs no
+#: experiment or job, so it neither takes the single-worker lock nor fails ``running`` work.
+_CONTROL_ONLY = False
+
+
+def control_only(queues: Any) -> bool:
+    """Whether a worker's ``-Q`` option (``"control"``, ``"cpu,gpu"``, a list, or ``None`` for
+    the default queue) names the ``control`` queue and nothing else."""
+    if not queues:
+        return False
+    names = queues.split(",") if isinstance(queues, str) else [str(q) for q in queues]
+    return {n.strip() for n in names if n.strip()} == {"control"}
+
+
 @worker_ready.connect
 def _on_worker_ready(sender=None, **_kwargs) -> None:
+    if _CONTROL_ONLY:
+        return
     app = getattr(sender, "app", None)
     url = (app.conf.broker_url if app is not None else None) or ""
     fail_running_work(broker_url=str(url))
@@ -105,12 +123,17 @@ def take_single_worker_lock(path: Path) -> IO:
 
 
 @celeryd_init.connect
-def _on_worker_init(sender=None, conf=None, **_kwargs) -> None:
-    global _LOCK
+def _on_worker_init(sender=None, conf=None, options=None, **_kwargs) -> None:
+    global _LOCK, _CONTROL_ONLY
     url = str(getattr(conf, "broker_url", "") or "")
     if not url.startswith("filesystem://") or _LOCK is not None:
         return
     path = broker_lock_path(dict(getattr(conf, "broker_transport_options", None) or {}))
+    if control_only((options or {}).get("queues")):
+        # ``serve``'s second worker: scheduling passes only, beside the one worker that runs the
+        # work; one of its kind per broker folder too (its lock file is its own)
+        _CONTROL_ONLY = True
+        path = path.with_name("control.lock")
     try:
         _LOCK = take_single_worker_lock(path)
     except AnotherWorkerRunning as err:

@@ -93,3 +93,35 @@ def test_second_worker_on_the_filesystem_broker_stops_and_fails_nothing(work, tm
             take_single_worker_lock(lock)
     finally:
         fh.close()
+
+
+def test_control_worker_runs_beside_the_worker_and_fails_nothing(work, tmp_path):
+    """``serve``'s scheduling-pass worker (``-Q control``) starts while the one worker holds the
+    broker folder's lock, takes a lock of its own, and marks nothing failed (it runs no work)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import _worker_env, spawn_ready, stop_processes
+    from workers.recovery import control_only
+
+    assert control_only("control") and control_only(["control"]) and control_only(" control, ")
+    assert not control_only("control,cpu") and not control_only(None) and not control_only(["cpu"])
+    var = tmp_path / "var"
+    lock = var / "broker" / "worker.lock"
+    lock.parent.mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, sys, time; f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX); "
+        "print('held', flush=True); time.sleep(120)"), str(lock)], stdout=subprocess.PIPE, text=True)
+    procs: list = []
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        env = {**_worker_env(), "CELERY_BROKER_URL": "filesystem://", "TANDEM_VAR_DIR": str(var),
+               "DJANGO_SETTINGS_MODULE": "webapp.settings.dev"}
+        spawn_ready([sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", "control", "--pool", "solo",
+                     "--loglevel", "INFO"], env=env, log=tmp_path / "control.log", procs=procs)
+        assert (var / "broker" / "control.lock").exists()
+        assert [s[1] for s in _states(work)] == ["running", "queued", "succeeded", "running"]
+    finally:
+        stop_processes(procs)
+        holder.kill()
+        holder.wait()
