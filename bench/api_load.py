@@ -159,6 +159,8 @@ def main() -> int:
     ap.add_argument("--connections", type=int, default=64, help="most requests in flight (default %(default)s)")
     ap.add_argument("--gunicorn-workers", type=int, default=3, help="gunicorn worker processes (default %(default)s)")
     ap.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker (gthread; default %(default)s)")
+    ap.add_argument("--no-placement", action="store_true",
+                    help="start no control worker: the web tier alone (jobs stay queued; 'placed' is then 0)")
     ap.add_argument("--timeout", type=float, default=5.0, help="client timeout, s (> the server's 2 s write deadline)")
     args = ap.parse_args()
     try:
@@ -176,7 +178,8 @@ def main() -> int:
     log = open(log_path, "w")
     print(f"gunicorn log: {log_path}")
     control_log = open(log_path.with_name(f"api_load-control-{port}.log"), "w")
-    control = subprocess.Popen([sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", "control", "--pool", "solo",
+    control = subprocess.Popen([sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q",
+                                "nothing" if args.no_placement else "control", "--pool", "solo",
                                 "-l", "WARNING", "--without-mingle", "--without-gossip", "-n", f"control-{port}@%h"],
                                cwd=REPO, env=env, start_new_session=True, stdout=control_log, stderr=subprocess.STDOUT)
     web = subprocess.Popen([str(Path(sys.executable).parent / "gunicorn"), "webapp.wsgi:application", "--bind", f"127.0.0.1:{port}",
@@ -213,7 +216,7 @@ def main() -> int:
             nt = sum(1 for _, s, _ in gen.results if s < 0)
             print(f"{rate:9.0f} {len(gen.results):6d} {gen.not_sent:8d} {len(acked):6d} {len(acked) / gen.wall:10.1f} {p50:7.1f} {p99:7.1f} "
                   f"{n4:4d} {n5:4d} {nt:7d} {len(stored):6d} {len(names) - len(stored):4d} {len(stored & unacked):14d} ", end="", flush=True)
-            placed, lag = wait_placed(env, tag, len(stored), sent_end, limit=120.0)
+            placed, lag = wait_placed(env, tag, 0 if args.no_placement else len(stored), sent_end, limit=120.0)
             print(f"{placed:6d} {lag:6.1f}", flush=True)
             lost = acked - stored
             if lost:
