@@ -55,6 +55,16 @@ def test_worker_ready_signal_runs_the_recovery(work):
     assert [s[1] for s in _states(work)] == ["failed", "queued", "succeeded", "failed"]
 
 
+def _hold_lock(lock):
+    """A process holding ``flock`` on ``lock`` (as a live worker does) for up to 120 s."""
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, sys, time; f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX); "
+        "print('held', flush=True); time.sleep(120)"), str(lock)], stdout=subprocess.PIPE, text=True)
+
+
 def test_second_worker_on_the_filesystem_broker_stops_and_fails_nothing(work, tmp_path):
     """A second ``serve`` (second worker on the same broker folder) used to fail the first
     worker's running work and lose its result; now it exits before consuming anything."""
@@ -67,9 +77,7 @@ def test_second_worker_on_the_filesystem_broker_stops_and_fails_nothing(work, tm
     var = tmp_path / "var"
     lock = var / "broker" / "worker.lock"
     lock.parent.mkdir(parents=True)
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import fcntl, sys, time; f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX); "
-        "print('held', flush=True); time.sleep(120)"), str(lock)], stdout=subprocess.PIPE, text=True)
+    holder = _hold_lock(lock)
     try:
         assert holder.stdout.readline().strip() == "held"
         env = {**_worker_env(), "CELERY_BROKER_URL": "filesystem://", "TANDEM_VAR_DIR": str(var),
@@ -98,7 +106,6 @@ def test_second_worker_on_the_filesystem_broker_stops_and_fails_nothing(work, tm
 def test_control_worker_runs_beside_the_worker_and_fails_nothing(work, tmp_path):
     """``serve``'s scheduling-pass worker (``-Q control``) starts while the one worker holds the
     broker folder's lock, takes a lock of its own, and marks nothing failed (it runs no work)."""
-    import subprocess
     import sys
 
     from tests.conftest import _worker_env, spawn_ready, stop_processes
@@ -109,9 +116,7 @@ def test_control_worker_runs_beside_the_worker_and_fails_nothing(work, tmp_path)
     var = tmp_path / "var"
     lock = var / "broker" / "worker.lock"
     lock.parent.mkdir(parents=True)
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import fcntl, sys, time; f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX); "
-        "print('held', flush=True); time.sleep(120)"), str(lock)], stdout=subprocess.PIPE, text=True)
+    holder = _hold_lock(lock)
     procs: list = []
     try:
         assert holder.stdout.readline().strip() == "held"
