@@ -403,34 +403,46 @@ def _pass_slots() -> Iterator[bool]:
 
 def job_schedule() -> list["Job"]:
     """Ask the registered job scheduler for the jobs that start now and dispatch each of them
-    once. Returns the jobs dispatched by this call."""
+    once (:func:`job_dispatch`). Returns the jobs dispatched by this call."""
     from .jobs import get_job_scheduler
 
-    dispatched = []
-    for job in get_job_scheduler().schedule():
-        if job_dispatch(job=job):
-            dispatched.append(job)
-    return dispatched
+    return job_dispatch(jobs=get_job_scheduler().schedule())
 
 
-def job_dispatch(*, job: "Job") -> bool:
-    """Send a queued job to the ``run_job`` Celery task unless it was already sent; the
-    ``dispatched_at`` stamp is set atomically, so concurrent schedulers never send a job twice.
-    Returns whether this call sent it."""
+def job_dispatch(*, jobs: list["Job"]) -> list["Job"]:
+    """Send each queued job of ``jobs`` to the ``run_job`` Celery task unless it was already sent,
+    all in one transaction: the rows are locked, those still ``queued`` and unsent are stamped
+    ``dispatched_at``, and their messages go out after the commit (``gpu`` queue for a job holding
+    GPUs, else ``cpu``). Concurrent schedulers never send a job twice: the row lock and the
+    ``dispatched_at IS NULL`` condition decide. Returns the jobs this call sent, in order.
+    (One transaction per job cost ~6 ms each: a pass placing 100 jobs spent 0.6 s there.)"""
     from django.utils import timezone
 
     from .models import Job
 
+    if not jobs:
+        return []
     with transaction.atomic():
-        claimed = Job.objects.filter(pk=job.pk, state=State.QUEUED, dispatched_at__isnull=True).update(
-            dispatched_at=timezone.now()
-        )
-        if claimed:
-            from workers.tasks.platform import run_job
+        ids = [j.pk for j in jobs]
+        list(Job.objects.select_for_update().filter(pk__in=ids).values_list("pk", flat=True))  # lock, in pk order
+        unsent = Job.objects.filter(pk__in=ids, state=State.QUEUED, dispatched_at__isnull=True)
+        claimed = set(unsent.values_list("pk", flat=True))
+        if not claimed:
+            return []
+        Job.objects.filter(pk__in=claimed).update(dispatched_at=timezone.now())
+        holding = set(Job.gpus.through.objects.filter(job_id__in=claimed).values_list("job_id", flat=True))
+        sent = [j for j in jobs if j.pk in claimed]
+        queues = [(j.pk, "gpu" if j.num_gpus and j.pk in holding else "cpu") for j in sent]
+        transaction.on_commit(lambda: _send_jobs(queues))
+    return sent
 
-            queue = "gpu" if job.num_gpus and job.gpus.exists() else "cpu"
-            transaction.on_commit(lambda: run_job.apply_async(args=[job.pk], queue=queue))
-    return bool(claimed)
+
+def _send_jobs(queues: list[tuple[int, str]]) -> None:
+    """Publish ``run_job`` for each ``(job id, queue)`` (after :func:`job_dispatch` committed)."""
+    from workers.tasks.platform import run_job
+
+    for pk, queue in queues:
+        run_job.apply_async(args=[pk], queue=queue)
 
 
 def job_cancel(*, job: "Job") -> "Job":
