@@ -24,12 +24,12 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 # Migrate, create the demo operator (its password is printed), import a real cluster from data/,
-# run every engine's demo step, then serve http://127.0.0.1:8000 and a worker until Ctrl-C.
+# run every engine's demo step, then serve http://127.0.0.1:8000 and the workers (queues cpu,gpu and control) until Ctrl-C.
 # Embedded defaults: SQLite and the filesystem broker under var/, no services needed.
 demo: $(STAMP)
 	$(BIN)/python manage.py demo $(DEMO_ARGS)
 
-# Start the dashboard's web server and a worker again (after `make demo DEMO_ARGS=--no-serve`,
+# Start the dashboard's web server and workers again (after `make demo DEMO_ARGS=--no-serve`,
 # or after stopping the demo) without redoing the demo or changing the password.
 serve: $(STAMP)
 	$(BIN)/python manage.py serve $(SERVE_ARGS)
