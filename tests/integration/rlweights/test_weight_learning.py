@@ -20,7 +20,7 @@ from tests.conftest import token_client
 pytestmark = pytest.mark.integration
 
 SMALL = {"train_setups": 2, "train_workloads": 2, "test_setups": 1, "test_workloads": 1, "window_s": 30,
-         "budget": 4, "timesteps": 1024, "eval_seeds": [0]}
+         "budget": 4, "timesteps": 500, "eval_seeds": [0]}
 
 
 @pytest.fixture
@@ -43,10 +43,10 @@ def test_ppo_training_runs_on_real_worker(celery_worker_process, api, client, us
     assert exp.state == State.SUCCEEDED, exp.error
     r = exp.result
     # PPO collects whole rollouts of n_steps (8 episodes x 3 steps) x 4 envs = 96 steps:
-    # ceil(1024 / 96) = 11 rollouts = 1056 steps, of 3-step episodes (budget 4 = reference + 3):
-    # 352 episodes on the curve
-    assert r["curve"][-1]["timesteps"] == 1056
-    assert LearningCurvePoint.objects.filter(experiment=exp).count() == len(r["curve"]) >= 300
+    # ceil(500 / 96) = 6 rollouts = 576 steps, of 3-step episodes (budget 4 = reference + 3):
+    # 192 episodes on the curve
+    assert r["curve"][-1]["timesteps"] == 576
+    assert LearningCurvePoint.objects.filter(experiment=exp).count() == len(r["curve"]) >= 180
     assert WeightStep.objects.filter(experiment=exp, method="ppo").count() == 4
     methods = r["summary"]["methods"]
     assert set(methods) == {"equal", "kube-default", "random-search", "hill-climbing", "cma-es", "tpe", "ppo"}
