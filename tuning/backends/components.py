@@ -12,6 +12,8 @@ runner ``"local"``
     22 s per batch here, :mod:`tuning.backends.intrinsics`),
     ``run_timeout_s`` (60), ``number`` (3), ``repeat`` (1), ``min_repeat_ms`` (100),
     ``cpu_cache_flush`` (False).
+    TVM's start-up checks of both (a worker importing TVM each, ~5 s) run beside the tuning's own
+    start instead of before it (:func:`_local_classes`).
 scheduler ``"gradient"``
     Ansor's gradient allocation (Zheng et al., OSDI 2020, section 6) with ``alpha`` (0.2) and
     ``window_size`` (3) from ``setup.options``, as :func:`tuning.backends.gradient.gradient_scheduler`:
@@ -40,12 +42,72 @@ def set_num_threads(num_threads: int) -> None:
     os.environ["OMP_NUM_THREADS"] = str(int(num_threads))
 
 
+@functools.lru_cache(maxsize=None)
+def _local_classes():
+    """MetaSchedule's ``LocalBuilder`` and ``LocalRunner`` with their start-up checks moved off the
+    caller's path: ``(builder class, runner class)``.
+
+    TVM checks at construction that a worker process can start and find the build / run
+    functions (``_sanity_check``), and waits for it: the builder in a pool of its own that it
+    throws away, the runner in its persistent pool. Each check is a fresh interpreter importing
+    TVM (about 5 s each on this 2-core machine, run one after the other), so every tuning start
+    waited about 10 s for them. Here the same checks start at construction and the caller goes
+    on (extracting design spaces, starting the task scheduler) while they run; the first
+    ``build`` / ``run`` waits for its check and raises what it raised, so a worker that cannot
+    start still fails before any candidate is built or measured. Subclassing ``LocalBuilder._cls``
+    is how TVM's ``derived_object`` asks to be extended."""
+    import threading
+
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule import builder as tvm_builder
+    from tvm.s_tir.meta_schedule import runner as tvm_runner
+
+    class _Background:
+        """``fn()`` in a daemon thread; :meth:`wait` joins it and raises what it raised."""
+
+        def __init__(self, fn):
+            self._error: BaseException | None = None
+            self._thread = threading.Thread(target=self._call, args=(fn,), daemon=True, name="tvm-start-up-check")
+            self._thread.start()
+
+        def _call(self, fn) -> None:
+            try:
+                fn()
+            except BaseException as err:  # noqa: BLE001 - handed to the first build/run
+                self._error = err
+
+        def wait(self) -> None:
+            self._thread.join()
+            if self._error is not None:
+                raise self._error
+
+    @derived_object
+    class LocalBuilder(tvm_builder.LocalBuilder._cls):  # TVM's, named as TVM names it (logs, hooks)
+        def _sanity_check(self) -> None:
+            self._check = _Background(super()._sanity_check)
+
+        def build(self, build_inputs):
+            self._check.wait()
+            return super().build(build_inputs)
+
+    @derived_object
+    class LocalRunner(tvm_runner.LocalRunner._cls):
+        def _sanity_check(self) -> None:
+            self._check = _Background(super()._sanity_check)
+
+        def run(self, runner_inputs):
+            self._check.wait()
+            return super().run(runner_inputs)
+
+    return LocalBuilder, LocalRunner
+
+
 def _local(setup: TuningSetup):
-    from tvm.s_tir.meta_schedule.builder import LocalBuilder
-    from tvm.s_tir.meta_schedule.runner import EvaluatorConfig, LocalRunner
+    from tvm.s_tir.meta_schedule.runner import EvaluatorConfig
 
     from .intrinsics import import_tensor_intrinsics, intrinsic_modules
 
+    LocalBuilder, LocalRunner = _local_classes()
     opts = setup.options
     init = functools.partial(set_num_threads, setup.num_threads)
     builder = LocalBuilder(
