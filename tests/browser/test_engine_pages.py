@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from tests.integration.federation.test_experiments import harness_procs
+
 from .test_dashboard import ARGS, CHROMIUM
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.slow]
@@ -45,12 +47,14 @@ FIGURES_JS = """
 
 @pytest.fixture
 def demo_world(transactional_db, settings, tmp_path):
-    """``manage.py demo --no-serve`` into the test database, as a new user would run it."""
+    """``manage.py demo --no-serve`` into the test database, as a new user would run it:
+    ``(its output, the federation harness processes it left behind)``."""
     settings.VAR_DIR = tmp_path / "var"  # fresh work dirs: a tuning must not resume an earlier run's exp-<id>
+    before = {p.pid for p in harness_procs()}
     out = io.StringIO()
     call_command("demo", "--no-serve", "--password", PASSWORD, stdout=out)
     print(out.getvalue())  # shown when the test fails: the demo's own summary and step times
-    return out.getvalue()
+    return out.getvalue(), {p.pid for p in harness_procs()} - before
 
 
 def _figures_ok(page, url: str) -> list[str]:
@@ -75,11 +79,26 @@ def test_walk_landing_page_and_every_engine_page(live_server, demo_world, tmp_pa
     from webapp.models import Experiment
 
     # what the demo ran, read back before the browser starts (see test_dashboard: greenlets)
-    summary = demo_world
+    summary, harness_left = demo_world
     assert "Summary" in summary and "failed" not in summary.split("Summary", 1)[1].lower(), summary[-3000:]
     done = {e.kind: e.pk for e in Experiment.objects.filter(state="succeeded").order_by("created_at")}
-    for kind in ("simulation", "tuning", "weight-learning", "federation-plan"):
+    for kind in ("simulation", "tuning", "weight-learning", "federation-plan", "federation-benchmark"):
         assert kind in done, f"demo ran no succeeded {kind} experiment: {sorted(done)}"
+
+    # the federation step (checked here, where the demo runs, rather than running it a second time):
+    # the plan over Skyplane's latencies, the plan run in the harness, the benchmark, nothing left
+    assert "planned hotelReservation over eu-west, westeurope, us-east" in summary
+    assert re.search(r"harness ran the plan for 2 s: .*, \d+ requests, 0 errors", summary), summary[-3000:]
+    plan = Experiment.objects.get(pk=done["federation-plan"])
+    assert plan.result["federation"]["rtt_ms"][0][2] == pytest.approx(84.933)  # Skyplane eu-west-1 <-> us-east-1
+    bench = Experiment.objects.get(pk=done["federation-benchmark"])
+    # 2 latencies + 2 contentions for one application; the comparison runs the orchestrator and
+    # every baseline that can place the application (the others say why not)
+    assert len(bench.result["degradation"]) == 4
+    cmp0 = bench.result["comparisons"][0]
+    assert set(cmp0["measured"]) == {"orchestrator", "nearest-fit", "all-in-one", "karmada-static", "karmada-dynamic",
+                                     "karmada-spread"} - set(cmp0["unschedulable"])
+    assert harness_left == set(), harness_left
 
     pages = {
         "landing": "/",
@@ -124,6 +143,9 @@ def test_walk_landing_page_and_every_engine_page(live_server, demo_world, tmp_pa
                     assert n_figs >= 1, f"{path}: no figure rendered"
                     page.wait_for_selector(".js-plotly-plot .main-svg", timeout=15000)
                 problems += _figures_ok(page, path)
+                if name == "federation":  # both degradation sweeps of the demo's benchmark are drawn
+                    assert page.locator("#fed-deg-latency .main-svg").count() >= 1
+                    assert page.locator("#fed-deg-contention .main-svg").count() >= 1
                 page.screenshot(path=str(shots / f"{name}.png"))
             # /experiments/ links every experiment to its engine page (never to raw API JSON only)
             page.goto(f"{live_server.url}/experiments/")

@@ -152,36 +152,8 @@ def test_applications_endpoint_lists_derived_graphs(api):
     assert APIClient().get("/api/v1/federation/applications/").status_code in (401, 403)
 
 
-def test_demo_step_plans_and_runs_the_harness(user):
-    from federation.experiment import federation_demo
-    from webapp.demo import demo_steps
-
-    assert "federation" in [s.name for s in demo_steps()]
-    before = {p.pid for p in harness_procs()}
-    out = StringIO()
-    federation_demo(owner=user, stdout=out)
-    text = out.getvalue()
-    assert "planned hotelReservation over eu-west, westeurope, us-east" in text and "0 errors" in text
-    exp = Experiment.objects.get(kind="federation-plan", owner=user)
-    assert exp.state == State.SUCCEEDED
-    assert exp.result["federation"]["rtt_ms"][0][2] == pytest.approx(84.933)  # Skyplane eu-west-1 <-> us-east-1
-    bench = Experiment.objects.get(kind="federation-benchmark", owner=user)
-    assert bench.state == State.SUCCEEDED
-    # 2 latencies + 2 contentions for one application; the comparison runs the orchestrator and
-    # every baseline that can place the application (the others say why not)
-    assert len(bench.result["degradation"]) == 4
-    cmp0 = bench.result["comparisons"][0]
-    assert set(cmp0["measured"]) == {"orchestrator", "nearest-fit", "all-in-one", "karmada-static", "karmada-dynamic", "karmada-spread"} \
-        - set(cmp0["unschedulable"])
-    assert "see /federation/" in text
-    assert {p.pid for p in harness_procs()} - before == set()
-    client = Client()
-    client.force_login(user)
-    page = client.get("/federation/")
-    assert page.status_code == 200
-    html = page.content.decode()
-    assert 'id="fed-deg-latency"' in html and 'id="fed-deg-contention"' in html
-    assert "No federation benchmark yet" not in html and "No federation plan yet" not in html
+# The federation demo step (plan, harness run, benchmark, no process left behind) is checked in
+# tests/browser/test_engine_pages.py, where ``manage.py demo`` runs it once for the whole walk.
 
 
 def test_degradation_factor_at_x0_is_exactly_one():
