@@ -161,7 +161,7 @@ def weight_learning_headline(experiment):
     # shown as the change of the latency (negative = faster than equal weights), so that the
     # figures read in the ratio's direction, lower is better (a new user read "+3.2 % vs +4.4 %,
     # ratio 1.013, lower is better" as backwards)
-    return Headline(engine="rlweights", metric=f"{what} vs equal weights (PPO)", ours=f"{-ppo:+.1f} %",
+    return Headline(engine="rlweights", metric=f"{what} change vs equal weights (PPO)", ours=f"{-ppo:+.1f} %",
                     baseline_name=f"{best} (budget {budget})", baseline=f"{-base:+.1f} %",
                     ratio=1.0 - s["ppo_vs_best_baseline_percent"] / 100.0, better="lower",
                     note=f"ratio: PPO's latency / {best}'s, on unseen setups and workloads; paper: +33 % vs fixed, +12 % vs best")

@@ -13,7 +13,7 @@ def test_headline_from_summary():
     assert (h.ours, h.baseline, h.baseline_name) == ("-5.6 %", "-5.1 %", "random (budget 10)")
     assert abs(h.ratio - 0.9939) < 1e-9 and h.better == "lower" and h.verdict == "tie"
     # latency change, read in the ratio's direction (lower is better): "-5.6 %" is 5.6 % faster
-    assert h.metric == "mean-latency vs equal weights (PPO)"
+    assert h.metric == "mean-latency change vs equal weights (PPO)"
 
 
 def test_no_headline_without_ppo():
