@@ -49,7 +49,7 @@ print(json.dumps(out))
 
 def _spaces(*modes):
     """The design spaces of each mode, each mode in its own interpreter, the interpreters run at once
-    (each spends ~20 s importing TVM and generating spaces: side by side the test takes half)."""
+    (each spends most of its time importing TVM and generating spaces, one core each)."""
     procs = [subprocess.Popen([sys.executable, "-c", _SPACES, mode], cwd=ROOT, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for mode in modes]
     try:
