@@ -144,6 +144,43 @@ class _Device:
         return f"{self.cluster_name}/{self.node_name}/gpu{self.index} ({self.model})"
 
 
+def _gpu_sql(cluster_id: int | None) -> tuple[str, str]:
+    """FROM clause and extra condition selecting the GPUs of ``cluster_id`` (all with ``None``)."""
+    gpu, node = GPUDevice._meta.db_table, GPUDevice._meta.get_field("node").related_model._meta.db_table
+    if cluster_id is None:
+        return f"{gpu} g", "TRUE"
+    return f"{gpu} g JOIN {node} n ON n.id = g.node_id", "n.cluster_id = %(cluster)s"
+
+
+def _capacity_check(cluster_id: int | None, num_gpus: int, memory_mib: float | None) -> tuple[bool, bool, bool]:
+    """(any GPU registered at all, at least ``num_gpus`` GPUs in the cluster, one of them with at
+    least ``memory_mib`` MiB) in one statement that stops at the first rows that answer: this
+    runs on every submission, and counting the 6,742 GPUs of the PAI table took ~0.7 ms of
+    PostgreSQL time a request (plus the ORM's query building), a large part of a submission's
+    cost under load (bench/api_load.py). ``memory_mib`` ``None``: the third answer is ``True``."""
+    from django.db import connection
+
+    source, cond = _gpu_sql(cluster_id)
+    sql = (f"SELECT EXISTS (SELECT 1 FROM {GPUDevice._meta.db_table}), "
+           f"(SELECT count(*) FROM (SELECT 1 FROM {source} WHERE {cond} LIMIT %(k)s) AS t) >= %(k)s, "
+           f"CAST(%(mem)s AS DOUBLE PRECISION) IS NULL OR EXISTS (SELECT 1 FROM {source} WHERE {cond} "
+           f"AND g.memory_mib >= CAST(%(mem)s AS DOUBLE PRECISION))")
+    with connection.cursor() as cur:
+        cur.execute(sql, {"cluster": cluster_id, "k": num_gpus, "mem": memory_mib})
+        anywhere, enough, fits = cur.fetchone()
+    return bool(anywhere), bool(enough), bool(fits)
+
+
+def _capacity(cluster_id: int | None) -> tuple[int, int]:
+    """(number of GPUs, largest GPU memory in MiB) of the cluster (all with ``None``); only on a
+    rejection, for its message."""
+    from django.db.models import Count, Max
+
+    qs = GPUDevice.objects.all() if cluster_id is None else GPUDevice.objects.filter(node__cluster_id=cluster_id)
+    agg = qs.aggregate(n=Count("id"), biggest=Max("memory_mib"))
+    return agg["n"], agg["biggest"] or 0
+
+
 class LivePlacementScheduler:
     """The platform's job scheduler (:mod:`webapp.jobs`): places queued jobs onto the
     registered GPUDevice rows with a policy from :mod:`placement.core.policies` (default
@@ -164,29 +201,24 @@ class LivePlacementScheduler:
         accepted (it runs unplaced, as without a scheduler)."""
         if job.num_gpus == 0:  # a CPU job: nothing to place
             return
-        # the numbers from one SQL aggregate, one round trip (this runs on every submission;
-        # listing the 6,742 GPUs of the PAI cluster to count them cost ~15 ms a request)
-        from django.db.models import Count, Max, Q
-
-        where = "registered"
-        in_cluster = None
-        if job.cluster_id is not None:
-            in_cluster = Q(node__cluster_id=job.cluster_id)
-            where = f"registered in cluster {job.cluster}"
-        agg = GPUDevice.objects.aggregate(anywhere=Count("id"), n=Count("id", filter=in_cluster),
-                                          biggest=Max("memory_mib", filter=in_cluster))
-        if not agg["anywhere"]:  # no GPU registered anywhere: placement is off
-            return
-        if job.num_gpus > agg["n"]:
-            raise JobRejected(f"the job asks for {job.num_gpus} GPUs but only {agg['n']} are {where}",
-                              field="num_gpus")
         try:
             mem = float(job_features(job.model_name, job.batch_size)["memory_mib"])
+            outside_zoo = None
         except KeyError as err:
-            raise JobRejected(str(err).strip("'\""), field="model_name") from None
-        if agg["n"] and mem > agg["biggest"]:
+            mem, outside_zoo = None, str(err).strip("'\"")
+        where = "registered" if job.cluster_id is None else f"registered in cluster {job.cluster}"
+        anywhere, enough, fits = _capacity_check(job.cluster_id, job.num_gpus, mem)
+        if not anywhere:  # no GPU registered anywhere: placement is off
+            return
+        if not enough:
+            n, _ = _capacity(job.cluster_id)
+            raise JobRejected(f"the job asks for {job.num_gpus} GPUs but only {n} are {where}", field="num_gpus")
+        if outside_zoo is not None:
+            raise JobRejected(outside_zoo, field="model_name")
+        if not fits:
+            _, biggest = _capacity(job.cluster_id)
             raise JobRejected(f"{job.model_name} at batch size {job.batch_size} needs about {mem:.0f} MiB per GPU "
-                              f"(graph estimate); the largest GPU {where} has {agg['biggest']} MiB", field="batch_size")
+                              f"(graph estimate); the largest GPU {where} has {biggest} MiB", field="batch_size")
 
     def schedule(self) -> list[Job]:
         """Place the queued, unplaced jobs that fit now, cluster by cluster (a job that names a
@@ -216,19 +248,31 @@ class LivePlacementScheduler:
                 states[cid] = ClusterState([GPUSpec(i, nodes[d.node_id], d.model, float(d.memory_mib))
                                             for i, d in enumerate(devs)])
                 index.update({d.pk: (cid, i) for i, d in enumerate(devs)})
-            busy = Job.objects.filter(state__in=[State.QUEUED, State.RUNNING], gpus__isnull=False).distinct()
-            for j in busy.prefetch_related("gpus", "placement_decisions"):
-                decs = list(j.placement_decisions.all())
-                where = [index[g.pk] for g in j.gpus.all() if g.pk in index]
-                if not decs or not where:
+            # the jobs that hold GPUs now, as plain rows: (job, GPU) pairs and each job's latest
+            # decision. Model instances with prefetches cost ~1 ms a busy job and a pass reads
+            # every one of them (thousands once an imported cluster fills; bench/api_load.py).
+            active = [State.QUEUED, State.RUNNING]
+            held: dict[int, list[tuple[int, int]]] = {}
+            for job_id, gpu_pk in Job.gpus.through.objects.filter(job__state__in=active).order_by(
+                    "job_id", "gpudevice_id").values_list("job_id", "gpudevice_id"):
+                if gpu_pk in index:
+                    held.setdefault(job_id, []).append(index[gpu_pk])
+            latest: dict[int, tuple[float, float, str]] = {}
+            for job_id, util, mem, model_name in PlacementDecision.objects.filter(job_id__in=list(held)).order_by(
+                    "job_id", "-created_at", "-id").values_list("job_id", "predicted_util_pct", "predicted_memory_mib",
+                                                                "job__model_name"):
+                latest.setdefault(job_id, (util, mem, model_name))
+            for job_id, where in held.items():
+                if job_id not in latest:
                     continue
+                util, mem, model_name = latest[job_id]
                 cid = where[0][0]
                 ids = tuple(i for c, i in where if c == cid)
-                states[cid].assign(JobSpec(j.pk, 0.0, len(ids), 1.0, decs[0].predicted_util_pct,
-                                           decs[0].predicted_memory_mib, j.model_name), ids)
+                states[cid].assign(JobSpec(job_id, 0.0, len(ids), 1.0, util, mem, model_name), ids)
             policy = core_policies.make_policy(self.policy_name)
             pred = _predictor()  # once per pass (job_profile)
             placed_ids: set[int] = set()
+            new_holds, decisions = [], []
             for cid, devs in clusters.items():
                 here = [j for j in waiting if j.pk not in placed_ids and j.cluster_id in (None, cid)]
                 if not here:
@@ -246,7 +290,7 @@ class LivePlacementScheduler:
                 for p in policy.place(specs, states[cid], 0.0, np.random.default_rng(self.seed)):
                     job = by_id[p.job_id]
                     gpu_pks = [devs[i].pk for i in p.gpu_ids]
-                    job.gpus.set(gpu_pks)
+                    new_holds.extend(Job.gpus.through(job_id=job.pk, gpudevice_id=g) for g in gpu_pks)
                     util, mem, pv = prov[p.job_id]
                     placed = [devs[i].model for i in p.gpu_ids]
                     own = max(set(placed), key=lambda m: (placed.count(m), m))
@@ -258,11 +302,15 @@ class LivePlacementScheduler:
                     expl["candidates"] = [{**c, "gpu": devs[c["gpu"]].pk, "gpu_name": str(devs[c["gpu"]])}
                                           for c in expl.get("candidates", [])]
                     expl["prediction"] = pv
-                    PlacementDecision.objects.create(job=job, policy=policy.name, gpu_ids=gpu_pks,
-                                                     predicted_util_pct=util, predicted_memory_mib=mem,
-                                                     explanation=expl)
+                    decisions.append(PlacementDecision(job=job, policy=policy.name, gpu_ids=gpu_pks,
+                                                       predicted_util_pct=util, predicted_memory_mib=mem,
+                                                       explanation=expl))
                     placed_ids.add(job.pk)
                     out.append(job)
+            # the placed jobs held no GPU (``unplaced``): their GPU rows and decisions are new rows,
+            # written in two statements rather than three or four per job
+            Job.gpus.through.objects.bulk_create(new_holds)
+            PlacementDecision.objects.bulk_create(decisions)
             return out
 
 

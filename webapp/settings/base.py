@@ -93,18 +93,35 @@ TEMPLATES = [
 ]
 
 # --- Database ---------------------------------------------------------------------------
-DATABASES = {
-    "default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'tandem.sqlite3'}"),
-}
-DATABASES["default"].setdefault("ATOMIC_REQUESTS", False)
-if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
-    # The demo's SQLite: WAL lets the dashboard read while a worker writes; a writer waits up to
-    # 20 s for the lock (then "database is locked", inside the request's transaction: nothing is
-    # committed), and write transactions take the lock up front (no upgrade deadlocks).
-    DATABASES["default"].setdefault("OPTIONS", {}).update({
-        "timeout": 20, "transaction_mode": "IMMEDIATE",
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-    })
+#: Seconds a server thread or worker keeps its database connection between requests (Django's
+#: ``CONN_MAX_AGE``; env ``TANDEM_DB_CONN_MAX_AGE``, 0 = a new connection per request). On
+#: PostgreSQL a new connection forks a server process: per request that cost more than the
+#: request itself (bench/api_load.py, docs/platform.md). ``CONN_HEALTH_CHECKS`` tests a kept
+#: connection before a request uses it, so one that died with a PostgreSQL restart is replaced.
+DB_CONN_MAX_AGE = env.int("TANDEM_DB_CONN_MAX_AGE", default=60)
+
+
+def database(url: str | None = None) -> dict:
+    """Django's ``DATABASES["default"]`` for ``DATABASE_URL`` (or ``url`` when it is unset; no
+    default: ``DATABASE_URL`` required), with persistent, health-checked connections
+    (:data:`DB_CONN_MAX_AGE`) and, on SQLite, WAL mode and a 20 s busy timeout."""
+    db = env.db("DATABASE_URL", default=url) if url is not None else env.db("DATABASE_URL")
+    db.setdefault("ATOMIC_REQUESTS", False)
+    db.setdefault("CONN_MAX_AGE", DB_CONN_MAX_AGE)
+    db.setdefault("CONN_HEALTH_CHECKS", True)
+    if db["ENGINE"].endswith("sqlite3"):
+        # The demo's SQLite: WAL lets the dashboard read while a worker writes; a writer waits up
+        # to 20 s for the lock (then "database is locked", inside the request's transaction:
+        # nothing is committed), and write transactions take the lock up front (no upgrade
+        # deadlocks).
+        db.setdefault("OPTIONS", {}).update({
+            "timeout": 20, "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        })
+    return db
+
+
+DATABASES = {"default": database(f"sqlite:///{VAR_DIR / 'tandem.sqlite3'}")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Auth -------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Production settings: every secret from the environment, PostgreSQL and Redis required."""
 from .base import *  # noqa: F401,F403
-from .base import env
+from .base import database, env
 
 SECRET_KEY = env("DJANGO_SECRET_KEY")  # no default: refuse to start without one
 if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5 or SECRET_KEY.startswith("django-insecure"):
@@ -10,7 +10,7 @@ if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5 or SECRET_KEY.startswith("dj
         "DJANGO_SECRET_KEY must be at least 50 characters with at least 5 distinct ones and not Django's "
         "'django-insecure' placeholder; generate one: python -c 'import secrets; print(secrets.token_urlsafe(50))'")
 DEBUG = False
-DATABASES = {"default": env.db("DATABASE_URL")}
+DATABASES = {"default": database()}  # DATABASE_URL required
 CELERY_BROKER_URL = env("CELERY_BROKER_URL")
 SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
 CSRF_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)

@@ -1,11 +1,9 @@
 """Test settings. Unit tests need no services; integration tests use the PostgreSQL and
 Redis given by ``DATABASE_URL`` and ``CELERY_BROKER_URL`` (defaults: the local servers)."""
 from .base import *  # noqa: F401,F403
-from .base import env
+from .base import database, env
 
-DATABASES = {
-    "default": env.db("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/tandem"),
-}
+DATABASES = {"default": database("postgres://postgres@127.0.0.1:5432/tandem")}
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="redis://127.0.0.1:6379/15")
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3600),

@@ -136,3 +136,32 @@ def test_predict_and_profiles_api(api):
     prof = api.get("/api/v1/placement/profiles/?gpu_type=k80").json()
     assert prof["count"] == 26 and {r["gpu_type"] for r in prof["results"]} == {"K80"}
     assert APIClient().get("/api/v1/placement/decisions/").status_code == 401
+
+
+@pytest.mark.django_db
+def test_capacity_check_matches_counting_the_rows():
+    """The submission-time check (one statement that stops early) against counting and taking
+    the maximum of the registered GPUs in Python, cluster by cluster and overall."""
+    import random
+
+    from placement.services import _capacity_check
+
+    assert _capacity_check(None, 1, 10.0) == (False, False, False)  # nothing registered: placement off
+    rng = random.Random(3)
+    mems = {}
+    for c in range(3):
+        cluster = Cluster.objects.create(name=f"c{c}")
+        mems[cluster.id] = []
+        for n in range(c + 1):  # c2 has 3 nodes; c0 one
+            node = Node.objects.create(cluster=cluster, name=f"n{n}", cpu_cores=8, memory_mib=1024)
+            for i in range(rng.randint(0, 4)):
+                m = rng.choice([8192, 16384, 32768])
+                GPUDevice.objects.create(node=node, index=i, model="V100", memory_mib=m)
+                mems[cluster.id].append(m)
+    everything = [m for ms in mems.values() for m in ms]
+    for cid in [None, *mems]:
+        ms = everything if cid is None else mems[cid]
+        for k in (1, 2, len(ms), len(ms) + 1, 50):
+            for mem in (None, 100.0, 16384.0, 16384.5, 32768.0, 40000.0):
+                want = (True, len(ms) >= k, mem is None or any(m >= mem for m in ms))
+                assert _capacity_check(cid, k, mem) == want, (cid, k, mem)
