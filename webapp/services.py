@@ -296,6 +296,11 @@ CONTROL_QUEUE = "control"
 SCHEDULE_PENDING_KEY = "tandem:schedule-pending"
 #: seconds after which a pending mark whose message was lost stops suppressing new requests
 SCHEDULE_PENDING_TTL_S = 30
+#: seconds a requested pass waits before it starts (the message's countdown), so that the
+#: submissions of that window share one pass: each pass reads and locks every GPU row and
+#: rebuilds the cluster state, a fixed cost that back-to-back passes paid over and over under
+#: load (bench/api_load.py, docs/platform.md). A job waits at most this much longer to be placed.
+SCHEDULE_BATCH_S = 0.5
 
 _redis_clients: dict[str, Any] = {}
 
@@ -317,10 +322,10 @@ def _broker_redis():
 
 def job_schedule_soon() -> None:
     """Ask a ``control`` worker for a scheduling pass (task ``tandem.schedule_jobs``); called when
-    a submission, a cancel or a finished job commits. At most one request waits at a time: while
-    :data:`SCHEDULE_PENDING_KEY` is set, the pass it asked for has not started and will read this
-    caller's committed change, so nothing more is sent (one Redis ``SET NX`` per submission
-    instead of one message). Never raises: with the broker unreachable the change stays committed
+    a submission, a cancel or a finished job commits; the pass starts :data:`SCHEDULE_BATCH_S`
+    later. At most one request waits at a time: while :data:`SCHEDULE_PENDING_KEY` is set, the
+    pass it asked for has not started and will read this caller's committed change, so nothing
+    more is sent (one Redis ``SET NX`` per submission instead of one message). Never raises: with the broker unreachable the change stays committed
     and the reconciler's periodic pass (every ``TANDEM_RECONCILE_S``) or the next request places
     it; the failure is logged."""
     from workers.tasks.platform import schedule_jobs
@@ -329,7 +334,7 @@ def job_schedule_soon() -> None:
     try:
         if r is not None and not r.set(SCHEDULE_PENDING_KEY, "1", nx=True, ex=SCHEDULE_PENDING_TTL_S):
             return
-        schedule_jobs.apply_async(queue=CONTROL_QUEUE)
+        schedule_jobs.apply_async(queue=CONTROL_QUEUE, countdown=SCHEDULE_BATCH_S)
     except Exception as err:  # noqa: BLE001 - the caller's change is committed; a later pass places it
         log.warning("scheduling pass not requested (%s: %s); the reconciler's pass or the next submission places the job",
                     type(err).__name__, err)
