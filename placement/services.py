@@ -206,10 +206,10 @@ class LivePlacementScheduler:
             outside_zoo = None
         except KeyError as err:
             mem, outside_zoo = None, str(err).strip("'\"")
-        where = "registered" if job.cluster_id is None else f"registered in cluster {job.cluster}"
         anywhere, enough, fits = _capacity_check(job.cluster_id, job.num_gpus, mem)
         if not anywhere:  # no GPU registered anywhere: placement is off
             return
+        where = "registered" if job.cluster_id is None else f"registered in cluster {job.cluster}"
         if not enough:
             n, _ = _capacity(job.cluster_id)
             raise JobRejected(f"the job asks for {job.num_gpus} GPUs but only {n} are {where}", field="num_gpus")
@@ -249,8 +249,9 @@ class LivePlacementScheduler:
                                             for i, d in enumerate(devs)])
                 index.update({d.pk: (cid, i) for i, d in enumerate(devs)})
             # the jobs that hold GPUs now, as plain rows: (job, GPU) pairs and each job's latest
-            # decision. Model instances with prefetches cost ~1 ms a busy job and a pass reads
-            # every one of them (thousands once an imported cluster fills; bench/api_load.py).
+            # decision. A pass reads every one of them (thousands once an imported cluster
+            # fills); as model instances with prefetches that was half of the control worker's
+            # time under bench/api_load.py (py-spy).
             active = [State.QUEUED, State.RUNNING]
             held: dict[int, list[tuple[int, int]]] = {}
             for job_id, gpu_pk in Job.gpus.through.objects.filter(job__state__in=active).order_by(

@@ -325,9 +325,9 @@ def job_schedule_soon() -> None:
     a submission, a cancel or a finished job commits; the pass starts :data:`SCHEDULE_BATCH_S`
     later. At most one request waits at a time: while :data:`SCHEDULE_PENDING_KEY` is set, the
     pass it asked for has not started and will read this caller's committed change, so nothing
-    more is sent (one Redis ``SET NX`` per submission instead of one message). Never raises: with the broker unreachable the change stays committed
-    and the reconciler's periodic pass (every ``TANDEM_RECONCILE_S``) or the next request places
-    it; the failure is logged."""
+    more is sent (one Redis ``SET NX`` per submission instead of one message). Never raises:
+    with the broker unreachable the change stays committed and the reconciler's periodic pass
+    (every ``TANDEM_RECONCILE_S``) or the next request places it; the failure is logged."""
     from workers.tasks.platform import schedule_jobs
 
     r = _broker_redis()
