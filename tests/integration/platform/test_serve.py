@@ -1,7 +1,7 @@
 """``manage.py serve`` (``make serve``): starts the web server and a worker on the embedded
 defaults (SQLite and the filesystem broker in a fresh TANDEM_VAR_DIR) without the demo, answers
-/healthz, and stops both, exiting 0, on SIGTERM and on Ctrl-C (SIGINT to the terminal's
-process group)."""
+/healthz, and stops both, exiting 0, on SIGTERM (also sent twice), SIGHUP and Ctrl-C (SIGINT to
+the terminal's process group); a SIGKILLed serve leaves no child running."""
 from __future__ import annotations
 
 import os
@@ -26,7 +26,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("stop", ["SIGTERM", "Ctrl-C", "SIGHUP"])
+@pytest.mark.parametrize("stop", ["SIGTERM", "Ctrl-C", "SIGHUP", "SIGTERM twice", "SIGKILL"])
 def test_serve_starts_web_and_worker_and_stops_both(tmp_path, stop):
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
@@ -50,13 +50,18 @@ def test_serve_starts_web_and_worker_and_stops_both(tmp_path, stop):
         assert any("runserver" in c for c in cmdlines) and any("celery" in c and "worker" in c for c in cmdlines), cmdlines
         assert any("-Q control" in c for c in cmdlines), cmdlines  # the job scheduling passes have a worker
         assert (tmp_path / "var" / "tandem.sqlite3").exists()  # migrated on its own, no demo needed
-        if stop in ("SIGTERM", "SIGHUP"):  # SIGHUP: the terminal closed
+        if stop in ("SIGTERM", "SIGHUP", "SIGKILL"):  # SIGHUP: the terminal closed
             proc.send_signal(getattr(signal, stop))
+        elif stop == "SIGTERM twice":  # `kill -TERM -- -<make's group>`: make forwards it to serve
+            proc.send_signal(signal.SIGTERM)
+            time.sleep(0.3)
+            proc.send_signal(signal.SIGTERM)
         else:  # what a terminal does on Ctrl-C: SIGINT to its foreground process group
             os.killpg(proc.pid, signal.SIGINT)
         # found by a new user's try: Ctrl-C reached the worker too, which could exit first and
         # was then reported as "the worker exited with code 1" with exit status 1
-        assert proc.wait(timeout=60) == 0, (tmp_path / "serve.log").read_text()[-2000:]
+        want = -signal.SIGKILL if stop == "SIGKILL" else 0  # killed: its children stop anyway
+        assert proc.wait(timeout=60) == want, (tmp_path / "serve.log").read_text()[-2000:]
         assert "exited with code" not in (tmp_path / "serve.log").read_text()
         gone, alive = psutil.wait_procs(children, timeout=30)
         assert alive == []

@@ -57,6 +57,18 @@ def check_addr(addr: str) -> tuple[str, int]:
     return host, port
 
 
+def _stop_with_parent() -> None:
+    """``preexec_fn`` of serve's children (Linux): the kernel sends the child SIGTERM when this
+    process dies, whatever kills it (``prctl(PR_SET_PDEATHSIG)``), so a SIGKILLed ``serve`` leaves
+    no web server or worker behind. Elsewhere a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+
+
 def serve(addr: str, *, stdout, style=None) -> None:
     """Run the web server (``runserver --noreload`` on ``addr``), one Celery worker (queues
     ``cpu`` and ``gpu``) and one for job scheduling passes (queue ``control``) in the foreground;
@@ -70,17 +82,15 @@ def serve(addr: str, *, stdout, style=None) -> None:
     # each child in a session of its own: Ctrl-C in the terminal reaches only this process, which
     # then stops both in order (before, the terminal's SIGINT also hit the worker, which could
     # exit first and be reported as a failure)
+    child = {"cwd": root, "env": env, "start_new_session": True, "preexec_fn": _stop_with_parent}
     procs = [
-        subprocess.Popen([sys.executable, "manage.py", "runserver", addr, "--noreload"], cwd=root, env=env,
-                         start_new_session=True),
+        subprocess.Popen([sys.executable, "manage.py", "runserver", addr, "--noreload"], **child),
         subprocess.Popen([sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", "cpu,gpu", "-c", "1",
-                          "-l", "INFO", "--without-mingle", "--without-gossip", "-n", "cpu@%h"], cwd=root, env=env,
-                         start_new_session=True),
+                          "-l", "INFO", "--without-mingle", "--without-gossip", "-n", "cpu@%h"], **child),
         # job scheduling passes, in a process of their own so a long run on the worker above
         # never holds up placement (one process, no pool: a pass is short and they are serial)
         subprocess.Popen([sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", "control", "--pool", "solo",
-                          "-l", "INFO", "--without-mingle", "--without-gossip", "-n", "control@%h"], cwd=root, env=env,
-                         start_new_session=True),
+                          "-l", "INFO", "--without-mingle", "--without-gossip", "-n", "control@%h"], **child),
     ]
     stdout.write(style.SUCCESS(f"dashboard: http://{addr}/   (Ctrl-C stops the web server and the workers)"))
     def on_sigterm(signum, frame):  # stop like Ctrl-C does
@@ -102,18 +112,25 @@ def serve(addr: str, *, stdout, style=None) -> None:
         exited = None  # stopped by the operator: not a failure, whatever a child did meanwhile
         stdout.write("stopping web server and workers")
     finally:
-        signal.signal(signal.SIGTERM, previous)
-        signal.signal(signal.SIGINT, previous_int)
-        signal.signal(signal.SIGHUP, previous_hup)
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        # a second signal must not cut the stopping short: `kill -TERM -- -<make's group>` reaches
+        # this process twice (once directly, once forwarded by make), and with the default
+        # handler back the second killed it before its children were stopped (a new user's try)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+        try:
+            for p in procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+            for p in procs:
+                try:
+                    p.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGINT, previous_int)
+            signal.signal(signal.SIGHUP, previous_hup)
     if exited is not None:
         which = {0: "web server", 1: "worker", 2: "control worker"}[procs.index(exited)]
         raise CommandError(f"the {which} exited with code {exited.returncode} (its output is above)")
