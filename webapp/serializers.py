@@ -37,10 +37,16 @@ class RejectUnknownFields:
 
 
 class BuiltOnce:
-    """ModelSerializer mixin: build the fields from the model once per class and deep-copy them
-    for each instance (as DRF does for declared fields). ``ModelSerializer.get_fields``
-    introspects the model on every instantiation, about a millisecond of a submission's time
-    (bench/api_load.py). Only for serializers whose fields do not depend on the context."""
+    """ModelSerializer mixin: build the fields from the model once per class and copy them for
+    each instance. ``ModelSerializer.get_fields`` introspects the model on every instantiation,
+    about a millisecond of a submission's time (bench/api_load.py). Only for serializers whose
+    fields do not depend on the context.
+
+    A plain field is copied shallowly: the built fields are never bound (binding happens on the
+    copy, when the serializer's ``fields`` are read) and their validators and messages are only
+    read. DRF's own deep copy re-instantiates every field from its arguments, which cost a
+    tenth of a submission. A field holding other fields (``child``, ``child_relation``, a nested
+    serializer) binds those to itself, so it is deep-copied as DRF does."""
 
     def get_fields(self):
         import copy
@@ -49,8 +55,13 @@ class BuiltOnce:
         built = cls.__dict__.get("_built_fields")
         if built is None:
             built = super().get_fields()
+            assert not any(getattr(f, "parent", None) for f in built.values()), "built fields must be unbound"
             cls._built_fields = built
-        return copy.deepcopy(built)
+        return {name: copy.deepcopy(f) if _holds_fields(f) else copy.copy(f) for name, f in built.items()}
+
+
+def _holds_fields(field) -> bool:
+    return isinstance(field, serializers.BaseSerializer) or hasattr(field, "child") or hasattr(field, "child_relation")
 
 
 class GPUDeviceSerializer(RejectUnknownFields, serializers.ModelSerializer):
