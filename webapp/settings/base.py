@@ -19,6 +19,9 @@ Variables (all optional unless stated):
 ``TANDEM_JOB_IMAGE_SIZE``   side of the synthetic training images of jobs, pixels; default 224
 ``TANDEM_TORCH_THREADS``    torch threads of jobs and training probes; default 0 = torch's own
 ``TANDEM_LOG_LEVEL``        root log level, default ``INFO``
+``TANDEM_CACHE_URL``        Redis URL of Django's cache, which holds the throttles' counters
+                            (shared by every server process); default: each process its
+                            own memory (``prod``: the broker's Redis)
 ==========================  ==============================================================
 """
 from __future__ import annotations
@@ -122,6 +125,26 @@ def database(url: str | None = None) -> dict:
 
 
 DATABASES = {"default": database(f"sqlite:///{VAR_DIR / 'tandem.sqlite3'}")}
+
+
+def cache(url: str) -> dict:
+    """Django's ``CACHES["default"]``: Redis at ``url`` (``redis://`` or ``rediss://``) with keys
+    prefixed ``tandem``, so that the throttles' counters (webapp/auth.py) are shared by every
+    server process; an empty ``url``: this process's memory (each process then counts alone).
+    Raises ``ImproperlyConfigured`` for another scheme."""
+    if not url:
+        return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(f"TANDEM_CACHE_URL must be a Redis URL (redis://host:port/db), got {url!r}")
+    # short timeouts: a throttle that cannot reach its counters lets the request through
+    # (webapp/auth.py) rather than holding it
+    return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url, "KEY_PREFIX": "tandem",
+            "OPTIONS": {"socket_timeout": 2, "socket_connect_timeout": 2}}
+
+
+CACHES = {"default": cache(env("TANDEM_CACHE_URL", default=""))}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Auth -------------------------------------------------------------------------------

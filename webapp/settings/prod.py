@@ -1,6 +1,6 @@
 """Production settings: every secret from the environment, PostgreSQL and Redis required."""
 from .base import *  # noqa: F401,F403
-from .base import database, env
+from .base import cache, database, env
 
 SECRET_KEY = env("DJANGO_SECRET_KEY")  # no default: refuse to start without one
 if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5 or SECRET_KEY.startswith("django-insecure"):
@@ -12,6 +12,9 @@ if len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5 or SECRET_KEY.startswith("dj
 DEBUG = False
 DATABASES = {"default": database()}  # DATABASE_URL required
 CELERY_BROKER_URL = env("CELERY_BROKER_URL")
+# throttles must count across processes and machines: the cache is Redis (the broker's, unless
+# TANDEM_CACHE_URL names another database; docs/deployment.md)
+CACHES = {"default": cache(env("TANDEM_CACHE_URL", default=CELERY_BROKER_URL))}
 SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
 CSRF_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
 # TLS is usually ended at a proxy/load balancer: trust its X-Forwarded-Proto, and let the

@@ -119,3 +119,63 @@ def test_browser_and_admin_sign_in_are_throttled(bob, client, settings, url):
     assert codes[:4] == [200] * 4 and codes[4:] == [429] * 2, codes  # the form again, then refused
     assert client.post(url, {"username": "bob", "password": "pw-bob-1"}).status_code == 429
     cache.clear()
+
+
+def test_token_lookup_reads_what_the_orm_reads(bob, django_user_model):
+    """webapp.authentication.token_with_user (SQL compiled once) gives the token and user that
+    ``Token.objects.select_related("user").get`` gives, field by field; unknown, over-long and
+    NUL-bearing keys find nothing; an inactive user's token is refused."""
+    from webapp.authentication import token_with_user
+
+    key = sign_in().json()["token"]
+    bob.first_name, bob.email, bob.is_staff = "Bob", "bob@example.org", True
+    bob.save()
+    ours, orm = token_with_user(key), Token.objects.select_related("user").get(key=key)
+    for f in Token._meta.concrete_fields:
+        assert getattr(ours, f.attname) == getattr(orm, f.attname), f.attname
+    for f in django_user_model._meta.concrete_fields:
+        assert getattr(ours.user, f.attname) == getattr(orm.user, f.attname), f.attname
+    for bad in ("0" * 40, key + "x", key[:-1] + "\x00", ""):
+        assert token_with_user(bad) is None
+        assert as_token(bad).get("/api/v1/jobs/").status_code == 401
+    bob.is_active = False
+    bob.save()
+    r = as_token(key).get("/api/v1/jobs/")
+    assert r.status_code == 401 and "inactive" in r.json()["detail"]
+
+
+_THROTTLE_PROC = """
+import django; django.setup()
+from webapp.auth import SubmitThrottle
+SubmitThrottle.THROTTLE_RATES = {{"submit": "3/min"}}  # the test settings' is far higher
+class User:
+    is_authenticated, pk = True, {pk}
+class Request:
+    user, META, headers = User(), {{}}, {{}}
+print(sum(SubmitThrottle().allow_request(Request(), None) for _ in range(3)))
+"""
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_submission_limit_holds_across_processes_with_a_shared_cache(shared):
+    """Two server processes, 3 submissions each, limit 3/min: with TANDEM_CACHE_URL (Redis, as
+    production sets it) they share one count and 3 get through in all; with each process's own
+    memory (no TANDEM_CACHE_URL) each lets 3 through."""
+    import redis
+    from django.conf import settings
+
+    pk = 880000 + int(shared)
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "webapp.settings.test",
+           "CELERY_BROKER_URL": settings.CELERY_BROKER_URL, "TANDEM_CACHE_URL": settings.CELERY_BROKER_URL if shared else ""}
+    r = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    pattern = f"tandem:*throttle_submit_{pk}:*"
+    try:
+        counts = [int(subprocess.run([sys.executable, "-c", _THROTTLE_PROC.format(pk=pk)], cwd=REPO, env=env,
+                                     capture_output=True, text=True, check=True).stdout.split()[-1]) for _ in range(2)]
+        assert counts == ([3, 0] if shared else [3, 3])
+        assert bool(r.keys(pattern)) == shared  # the counter lives in Redis only when shared
+        if shared:  # the 3 refused requests were taken back out of the count
+            assert sum(int(r.get(k)) for k in r.keys(pattern)) == 3
+    finally:
+        for k in r.keys(pattern):
+            r.delete(k)
