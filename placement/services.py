@@ -88,7 +88,8 @@ def profile_gpu_type(gpu_type: str, predictor=None) -> str | None:
     return max(family, key=len) if family else None
 
 
-def job_profile(model_name: str, batch_size: int, gpu_type: str, *, predictor=None) -> tuple[float, float, dict]:
+def job_profile(model_name: str, batch_size: int, gpu_type: str, *, predictor=None,
+                copy_provenance: bool = True) -> tuple[float, float, dict]:
     """Predicted (util %, memory MiB, provenance) of a job on ``gpu_type``. Memory: graph
     estimate. Utilisation: XGBoost predictor on the profile rows of that GPU type, or of its
     family (:func:`profile_gpu_type`, named in the provenance's ``profile_gpu_type`` and
@@ -96,7 +97,9 @@ def job_profile(model_name: str, batch_size: int, gpu_type: str, *, predictor=No
     Answers are kept per (model, batch, GPU type) until the ProfileRow table changes (the live
     scheduler asks for every queued job on every pass). ``predictor``: the current one
     (:func:`_predictor`), when the caller just got it: a scheduling pass asks once, not once per
-    job (a query each)."""
+    job (a query each). ``copy_provenance=False``: the memo's own provenance dict, which the
+    caller must not change (a pass scores every queued job and copies only the placed ones'; a
+    deep copy per queued job per pass was a third of a pass with a long queue)."""
     import copy
 
     pred = predictor if predictor is not None else _predictor()
@@ -105,7 +108,7 @@ def job_profile(model_name: str, batch_size: int, gpu_type: str, *, predictor=No
     if key not in memo:
         memo[key] = _job_profile(model_name, batch_size, gpu_type, pred)
     util, mem, prov = memo[key]
-    return util, mem, copy.deepcopy(prov)  # callers add to the provenance
+    return util, mem, copy.deepcopy(prov) if copy_provenance else prov  # callers add to the provenance
 
 
 def _job_profile(model_name: str, batch_size: int, gpu_type: str, pred) -> tuple[float, float, dict]:
@@ -224,6 +227,8 @@ class LivePlacementScheduler:
         """Place the queued, unplaced jobs that fit now, cluster by cluster (a job that names a
         cluster only goes there; others go to the first cluster, by name, where they fit); the
         rest stay queued. CPU jobs (0 GPUs) are returned at once."""
+        import copy
+
         import numpy as np
 
         unplaced = Job.objects.filter(state=State.QUEUED, gpus__isnull=True, dispatched_at__isnull=True)
@@ -259,7 +264,8 @@ class LivePlacementScheduler:
                 if gpu_pk in index:
                     held.setdefault(job_id, []).append(index[gpu_pk])
             latest: dict[int, tuple[float, float, str]] = {}
-            for job_id, util, mem, model_name in PlacementDecision.objects.filter(job_id__in=list(held)).order_by(
+            # (selected by the jobs' state, as ``held`` was, not by an IN list of thousands of ids)
+            for job_id, util, mem, model_name in PlacementDecision.objects.filter(job__state__in=active).order_by(
                     "job_id", "-created_at", "-id").values_list("job_id", "predicted_util_pct", "predicted_memory_mib",
                                                                 "job__model_name"):
                 latest.setdefault(job_id, (util, mem, model_name))
@@ -283,7 +289,7 @@ class LivePlacementScheduler:
                 gpu_type = max(counts, key=lambda m: (profile_gpu_type(m, pred) is not None, counts[m], m))
                 specs, prov = [], {}
                 for j in here:
-                    util, mem, pv = job_profile(j.model_name, j.batch_size, gpu_type, predictor=pred)
+                    util, mem, pv = job_profile(j.model_name, j.batch_size, gpu_type, predictor=pred, copy_provenance=False)
                     prov[j.pk] = (util, mem, pv)
                     specs.append(JobSpec(j.pk, j.created_at.timestamp(), j.num_gpus, float(j.steps), util, mem,
                                          j.model_name, j.batch_size))
@@ -293,6 +299,7 @@ class LivePlacementScheduler:
                     gpu_pks = [devs[i].pk for i in p.gpu_ids]
                     new_holds.extend(Job.gpus.through(job_id=job.pk, gpudevice_id=g) for g in gpu_pks)
                     util, mem, pv = prov[p.job_id]
+                    pv = copy.deepcopy(pv)  # the memo's: this job's decision gets its own
                     placed = [devs[i].model for i in p.gpu_ids]
                     own = max(set(placed), key=lambda m: (placed.count(m), m))
                     if own != gpu_type:  # report the prediction for the GPUs it got, say what was scored

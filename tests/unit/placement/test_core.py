@@ -233,3 +233,27 @@ def test_random_colocation_is_seeded():
     a = policies.RandomColocation().place(q, state, 0, np.random.default_rng(7))
     b = policies.RandomColocation().place(q, state, 0, np.random.default_rng(7))
     assert [p.gpu_ids for p in a] == [p.gpu_ids for p in b]
+
+
+@pytest.mark.parametrize("gpus", [(1,), (1, 2)])
+def test_assign_one_or_many_gpus_updates_the_same_way_and_refuses_overflow(gpus):
+    """ClusterState.assign (one GPU takes a scalar path): memory, utilisation and task counts
+    add up on exactly those GPUs; a job that would overflow a GPU's memory, a job already
+    placed and a GPU id outside the cluster change nothing."""
+    state = ClusterState(homogeneous_cluster(1, 4))  # 16,384 MiB GPUs
+    state.assign(JobSpec(1, 0, len(gpus), 10, 40, 6000), gpus)
+    state.assign(JobSpec(2, 0, len(gpus), 10, 25, 6000), gpus)
+    want = np.zeros(4)
+    want[list(gpus)] = 1
+    assert state.mem_used.tolist() == (want * 12000).tolist()
+    assert state.util_sum.tolist() == (want * 65).tolist() and state.ntasks.tolist() == (want * 2).tolist()
+    before = (state.mem_used.copy(), state.util_sum.copy(), state.ntasks.copy(), dict(state.running))
+    for job, where, err in [(JobSpec(3, 0, len(gpus), 10, 5, 5000), gpus, ValueError),  # 17,000 > 16,384 MiB
+                            (JobSpec(1, 0, len(gpus), 10, 5, 10), gpus, ValueError),  # already placed
+                            (JobSpec(4, 0, 1, 10, 5, 10), (4,), IndexError),
+                            (JobSpec(5, 0, 1, 10, 5, 10), (-1,), IndexError)]:
+        with pytest.raises(err):
+            state.assign(job, where)
+        assert [a.tolist() for a in before[:3]] == [state.mem_used.tolist(), state.util_sum.tolist(), state.ntasks.tolist()]
+        assert state.running == before[3]
+    assert state.running[1][1] == tuple(gpus) and all(type(g) is int for g in state.running[1][1])
