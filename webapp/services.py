@@ -348,11 +348,23 @@ def job_schedule_soon() -> None:
 def job_schedule_requested() -> list["Job"]:
     """The ``control`` worker's side of :func:`job_schedule_soon`: clear the pending mark (a
     request after this point sends a new message), then run one coalesced pass
-    (:func:`job_schedule_coalesced`). Returns the jobs it dispatched."""
+    (:func:`job_schedule_coalesced`). Returns the jobs it dispatched.
+
+    A pass that dispatched jobs and left others queued and unsent asks for the next pass itself:
+    a policy looks at a window of the queue (Horus: the first 256 jobs), so a burst larger than
+    the window would otherwise wait, placeable, until the next submission or the reconciler's
+    period (bench/api_load.py: 241 jobs still unplaced 120 s after a 500/s burst). A pass that
+    dispatched nothing asks for none: what is left does not fit now, and a finished or
+    cancelled job asks for a pass when it frees GPUs."""
+    from .models import Job
+
     r = _broker_redis()
     if r is not None:
         r.delete(SCHEDULE_PENDING_KEY)
-    return job_schedule_coalesced()
+    sent = job_schedule_coalesced()
+    if sent and Job.objects.filter(state=State.QUEUED, dispatched_at__isnull=True).exists():
+        job_schedule_soon()
+    return sent
 
 
 #: PostgreSQL advisory-lock keys of the coalesced scheduling pass (arbitrary, fixed 64-bit ints)
@@ -446,8 +458,9 @@ def _send_jobs(queues: list[tuple[int, str]]) -> None:
     """Publish ``run_job`` for each ``(job id, queue)`` (after :func:`job_dispatch` committed)."""
     from workers.tasks.platform import run_job
 
-    for pk, queue in queues:
-        run_job.apply_async(args=[pk], queue=queue)
+    with run_job.app.producer_or_acquire() as producer:  # one broker connection for the batch
+        for pk, queue in queues:
+            run_job.apply_async(args=[pk], queue=queue, producer=producer)
 
 
 def job_cancel(*, job: "Job") -> "Job":

@@ -169,3 +169,27 @@ def test_scheduling_passes_after_submissions_coalesce(monkeypatch):
                              [services._PASS_NEXT, services._PASS_RUNNING]).fetchone() == (True, True)
     finally:
         other.close()
+
+
+def test_pass_that_leaves_placeable_jobs_asks_for_the_next(alice, sent, django_capture_on_commit_callbacks):
+    """A burst larger than the policy's window (Horus looks at the first 256 queued jobs) is
+    placed by passes that ask for each other, without a further submission: a pass that sent
+    jobs and left some queued requests one more pass; the pass that empties the queue does not."""
+    from webapp.services import SCHEDULE_PENDING_KEY
+
+    cluster = Cluster.objects.create(name="burst")
+    nodes = Node.objects.bulk_create([Node(cluster=cluster, name=f"n{i}", cpu_cores=32, memory_mib=262144) for i in range(40)])
+    GPUDevice.objects.bulk_create([GPUDevice(node=n, index=g, model="V100", memory_mib=16384) for n in nodes for g in range(8)])
+    Job.objects.bulk_create([Job(owner=alice, model_name="resnet18", batch_size=2, num_gpus=1, steps=1, name=f"b{i}")
+                             for i in range(300)])
+    with django_capture_on_commit_callbacks(execute=True):
+        first = services.job_schedule_requested()
+    assert 0 < len(first) < 300, len(first)  # the window, not the whole queue
+    assert sent.tasks("control") == ["tandem.schedule_jobs"] and sent.r.exists(SCHEDULE_PENDING_KEY)
+    sent.r.delete("control")  # the control worker takes that message ...
+    with django_capture_on_commit_callbacks(execute=True):
+        second = services.job_schedule_requested()  # ... and runs the pass it asked for
+    assert sorted(j.pk for j in first + second) == sorted(Job.objects.values_list("pk", flat=True))
+    assert sent.tasks("control") == [] and not sent.r.exists(SCHEDULE_PENDING_KEY)  # nothing left: no more passes
+    assert sorted(sent("gpu")) == sorted(Job.objects.values_list("pk", flat=True))  # each sent once
+    assert Job.objects.filter(gpus__isnull=True).count() == 0
