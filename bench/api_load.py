@@ -55,7 +55,8 @@ def free_port() -> int:
 
 def server_env() -> dict[str, str]:
     return {**os.environ, "DJANGO_SETTINGS_MODULE": "webapp.settings.dev", "DJANGO_DEBUG": "false",
-            "DATABASE_URL": f"{PG}/{DB}", "CELERY_BROKER_URL": BROKER, "TANDEM_LOG_LEVEL": "WARNING",
+            # the throttles' counters in Redis, as production keeps them (webapp/settings/prod.py)
+            "DATABASE_URL": f"{PG}/{DB}", "CELERY_BROKER_URL": BROKER, "TANDEM_CACHE_URL": BROKER, "TANDEM_LOG_LEVEL": "WARNING",
             "TANDEM_THROTTLE_SUBMIT": "1000000/min", "TANDEM_WRITE_DEADLINE_S": "2"}
 
 
@@ -152,6 +153,23 @@ def wait_placed(env: dict[str, str], tag: str, want: int, since: float, limit: f
             time.sleep(0.2)
 
 
+def cluster_fill(env: dict[str, str]) -> str:
+    """Why jobs stay queued: GPU tasks placed, against the GPUs that can hold this benchmark's job
+    (memory at least its estimate) times the live policy's most tasks per GPU (``k_max``). No
+    job ever finishes here (no ``gpu`` worker runs them), so the cluster fills up."""
+    import psycopg
+
+    from placement.core.policies import make_policy
+
+    with psycopg.connect(env["DATABASE_URL"], autocommit=True) as c:
+        tasks = c.execute("SELECT count(*) FROM webapp_job_gpus").fetchone()[0]
+        need = c.execute("SELECT min(predicted_memory_mib) FROM placement_placementdecision").fetchone()[0] or 0
+        fit = c.execute("SELECT count(*) FROM webapp_gpudevice WHERE memory_mib >= %s", (need,)).fetchone()[0]
+    k = make_policy("horus").k_max
+    return (f"(not placed: the cluster is full for this job: {tasks:,} GPU tasks placed; {fit:,} GPUs have the "
+            f"{need:,.0f} MiB it needs, at most {k} tasks each under Horus = {k * fit:,})")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rates", default="100,200,300,500", help="offered rates, submissions/s (default %(default)s)")
@@ -218,6 +236,8 @@ def main() -> int:
                   f"{n4:4d} {n5:4d} {nt:7d} {len(stored):6d} {len(names) - len(stored):4d} {len(stored & unacked):14d} ", end="", flush=True)
             placed, lag = wait_placed(env, tag, 0 if args.no_placement else len(stored), sent_end, limit=120.0)
             print(f"{placed:6d} {lag:6.1f}", flush=True)
+            if not args.no_placement and placed < len(stored):
+                print("  " + cluster_fill(env))
             lost = acked - stored
             if lost:
                 print(f"  LOST: {len(lost)} acknowledged submissions not stored, e.g. {sorted(lost)[:3]}")
