@@ -29,10 +29,13 @@ from rest_framework.response import Response
 from rest_framework.throttling import ScopedRateThrottle, SimpleRateThrottle, UserRateThrottle
 from rest_framework.views import APIView
 
-from .authentication import ExpiringTokenAuthentication, expires_at
+from .authentication import ExpiringTokenAuthentication, cache_errors, expires_at
 
 log = logging.getLogger(__name__)
 
+
+#: what a cache that cannot be reached raises (a bug in the throttle is not one of them)
+CACHE_ERRORS = cache_errors()
 
 #: redis-py client per Django Redis cache client (one per thread: Django's caches are per thread)
 _REDIS_CLIENTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -74,7 +77,7 @@ class SlidingWindowCounter(SimpleRateThrottle):
                 self._uncount(redis_client, current_key)
                 self.wait_s = self._wait(window, elapsed, previous, current - 1)
                 return False
-        except Exception as err:  # noqa: BLE001 - the cache's server is unreachable: let it through
+        except CACHE_ERRORS as err:  # the cache's server is unreachable: let it through
             log.warning("throttle %s not applied: cache unavailable (%s: %s)", self.scope, type(err).__name__, err)
         return True
 
@@ -121,11 +124,13 @@ class SlidingWindowCounter(SimpleRateThrottle):
         else:
             self.cache.decr(current_key)
 
-    def _wait(self, window: int, elapsed: float, previous: int, current: int) -> float:
+    def _wait(self, window: int, elapsed: float, previous: int, current: int) -> float | None:
         """Seconds until the estimate falls below the limit with no new requests: the previous
         window's weight decays to ``(limit - current) / previous`` within this window, or not
         before the next one (then this window's count becomes the decaying one)."""
         left_s = (1.0 - elapsed) * self.duration
+        if self.num_requests <= 0:
+            return None  # nothing is ever allowed: no time to wait for
         room = self.num_requests - current
         if room > 0 and previous > 0:
             return max(0.0, (1.0 - room / previous - elapsed) * self.duration)

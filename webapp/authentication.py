@@ -87,6 +87,14 @@ def revoke_tokens_on_password_change(sender, instance, **kwargs) -> None:
         Token.objects.filter(user_id=instance.pk).delete()
 
 
+def cache_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions of a cache whose server cannot be reached (refused, reset, timed out) or
+    answers with an error: redis-py's, and ``OSError`` for the rest."""
+    import redis
+
+    return (OSError, redis.RedisError)
+
+
 def throttle_logins(view):
     """Wrap a Django login view (the dashboard's and the admin's): more than
     ``LOGIN_ATTEMPTS_PER_MIN`` POSTs (default 10, env ``TANDEM_LOGIN_ATTEMPTS_PER_MIN``) from one
@@ -102,7 +110,11 @@ def throttle_logins(view):
     def wrapped(request, *args, **kwargs):
         if request.method == "POST":
             limit = int(getattr(settings, "LOGIN_ATTEMPTS_PER_MIN", 10))
-            key = f"tandem-login:{request.META.get('REMOTE_ADDR', '?')}"
+            # the client address as DRF's throttles take it (REMOTE_ADDR, or X-Forwarded-For's
+            # entry from TANDEM_NUM_PROXIES trusted proxies): one address, one count
+            from rest_framework.throttling import BaseThrottle
+
+            key = f"tandem-login:{BaseThrottle().get_ident(request)}"
             try:
                 cache.add(key, 0, timeout=60)  # incr keeps the expiry: the window is 60 s from the first POST
                 try:
@@ -110,7 +122,7 @@ def throttle_logins(view):
                 except ValueError:  # the window closed between add and incr
                     attempts = 1
                     cache.set(key, attempts, timeout=60)
-            except Exception as err:  # noqa: BLE001 - cache unreachable: the sign-in still works
+            except cache_errors() as err:  # cache unreachable: the sign-in still works
                 log.warning("sign-in limit not applied: cache unavailable (%s: %s)", type(err).__name__, err)
                 attempts = 0
             if attempts > limit:

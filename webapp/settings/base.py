@@ -127,21 +127,33 @@ def database(url: str | None = None) -> dict:
 DATABASES = {"default": database(f"sqlite:///{VAR_DIR / 'tandem.sqlite3'}")}
 
 
-def cache(url: str) -> dict:
-    """Django's ``CACHES["default"]``: Redis at ``url`` (``redis://`` or ``rediss://``) with keys
-    prefixed ``tandem``, so that the throttles' counters (webapp/auth.py) are shared by every
-    server process; an empty ``url``: this process's memory (each process then counts alone).
-    Raises ``ImproperlyConfigured`` for another scheme."""
+def cache(url: str, *, name: str = "TANDEM_CACHE_URL") -> dict:
+    """Django's ``CACHES["default"]``: Redis at ``url`` (``redis://``, ``rediss://`` or
+    ``unix://``) with keys prefixed ``tandem``, so that the throttles' counters (webapp/auth.py)
+    are shared by every server process; an empty ``url``: this process's memory (each process
+    then counts alone). Raises ``ImproperlyConfigured`` (naming ``name``, never the URL's
+    password) for another scheme, a port that is not a number or a database that is not one."""
     if not url:
         return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
-    if not url.startswith(("redis://", "rediss://", "unix://")):
-        from django.core.exceptions import ImproperlyConfigured
+    from urllib.parse import urlsplit
 
-        raise ImproperlyConfigured(f"TANDEM_CACHE_URL must be a Redis URL (redis://host:port/db), got {url!r}")
+    from django.core.exceptions import ImproperlyConfigured
+
+    parts = urlsplit(url)
+    shown = f"{parts.scheme}://{parts.hostname or ''}{parts.path if parts.scheme == 'unix' else ''}"
+    if parts.scheme not in ("redis", "rediss", "unix"):
+        raise ImproperlyConfigured(f"{name} must be a Redis URL (redis://host:port/db), got a {parts.scheme or 'scheme-less'} URL ({shown})")
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}: the port of {shown} is not a number") from None
+    db = parts.path.strip("/") if parts.scheme != "unix" else ""
+    if db and not db.isdigit():
+        raise ImproperlyConfigured(f"{name}: the database of {shown} must be a number (redis://host:port/1), got {db!r}")
     # short timeouts: a throttle that cannot reach its counters lets the request through
-    # (webapp/auth.py) rather than holding it
+    # (webapp/auth.py) after at most this long, rather than holding it
     return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url, "KEY_PREFIX": "tandem",
-            "OPTIONS": {"socket_timeout": 2, "socket_connect_timeout": 2}}
+            "OPTIONS": {"socket_timeout": 0.5, "socket_connect_timeout": 0.5}}
 
 
 CACHES = {"default": cache(env("TANDEM_CACHE_URL", default=""))}
@@ -175,6 +187,20 @@ USE_I18N = True
 USE_TZ = True
 
 # --- REST framework ---------------------------------------------------------------------
+def throttle_rate(name: str, default: str) -> str:
+    """The throttle rate in environment variable ``name`` (``N/s``, ``N/min``, ``N/hour`` or
+    ``N/day``, N >= 1), checked here: DRF would only fail on the first throttled request (a 500
+    on every one). Raises ``ImproperlyConfigured``."""
+    import re
+
+    value = env(name, default=default).strip()
+    if not re.fullmatch(r"[1-9][0-9]{0,8}/(s|sec|m|min|h|hour|d|day)", value):
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(f"{name} must be N/s, N/min, N/hour or N/day with N >= 1, got {value!r}")
+    return value
+
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "webapp.authentication.ExpiringTokenAuthentication",
@@ -191,9 +217,14 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "webapp.schema.TandemAutoSchema",  # adds the 4xx answers
     # sign-in attempts per client address, submissions per user (webapp/auth.py)
     "DEFAULT_THROTTLE_RATES": {
-        "auth": env("TANDEM_THROTTLE_AUTH", default="10/min"),
-        "submit": env("TANDEM_THROTTLE_SUBMIT", default="3000/min"),
+        "auth": throttle_rate("TANDEM_THROTTLE_AUTH", "10/min"),
+        "submit": throttle_rate("TANDEM_THROTTLE_SUBMIT", "3000/min"),
     },
+    # the client address of a request is REMOTE_ADDR, or with TANDEM_NUM_PROXIES = n > 0 the
+    # n-th address from the right of X-Forwarded-For (set by your n proxies). Unset, DRF would
+    # take the whole X-Forwarded-For a client sends, and a sign-in limit per address could be
+    # dodged by sending a new one each time.
+    "NUM_PROXIES": env.int("TANDEM_NUM_PROXIES", default=0),
     # JSON bodies: size, depth, NUL/surrogate and 64-bit limits before parsing (webapp/parsers.py)
     "DEFAULT_PARSER_CLASSES": [
         "webapp.parsers.SafeJSONParser",
@@ -206,6 +237,10 @@ REST_FRAMEWORK = {
 WRITE_DEADLINE_S = env.float("TANDEM_WRITE_DEADLINE_S", default=10.0)
 LOGIN_ATTEMPTS_PER_MIN = env.int("TANDEM_LOGIN_ATTEMPTS_PER_MIN", default=10)
 TOKEN_TTL_HOURS = env.float("TANDEM_TOKEN_TTL_HOURS", default=168.0)
+if not 0 < TOKEN_TTL_HOURS <= 87600:  # ten years; far more overflows datetime arithmetic
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"TANDEM_TOKEN_TTL_HOURS must be > 0 and at most 87600 (ten years), got {TOKEN_TTL_HOURS}")
 MAX_JSON_BYTES = env.int("TANDEM_MAX_JSON_KIB", default=2048) * 1024
 SPECTACULAR_SETTINGS = {
     "TITLE": "Tandem API",

@@ -1,4 +1,6 @@
 """Production settings: every secret from the environment, PostgreSQL and Redis required."""
+import os
+
 from .base import *  # noqa: F401,F403
 from .base import cache, database, env
 
@@ -14,7 +16,14 @@ DATABASES = {"default": database()}  # DATABASE_URL required
 CELERY_BROKER_URL = env("CELERY_BROKER_URL")
 # throttles must count across processes and machines: the cache is Redis (the broker's, unless
 # TANDEM_CACHE_URL names another database; docs/deployment.md)
-CACHES = {"default": cache(env("TANDEM_CACHE_URL", default=CELERY_BROKER_URL))}
+_cache_url = env("TANDEM_CACHE_URL", default=CELERY_BROKER_URL)
+if not _cache_url:
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured("TANDEM_CACHE_URL is set but empty: production keeps the throttles' counters in Redis "
+                               "(unset it to use the broker's, or give redis://host:port/db)")
+CACHES = {"default": cache(_cache_url, name="TANDEM_CACHE_URL" if "TANDEM_CACHE_URL" in os.environ
+                           else "TANDEM_CACHE_URL (unset: CELERY_BROKER_URL, the default)")}
 SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
 CSRF_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
 # TLS is usually ended at a proxy/load balancer: trust its X-Forwarded-Proto, and let the

@@ -179,3 +179,46 @@ def test_submission_limit_holds_across_processes_with_a_shared_cache(shared):
     finally:
         for k in r.keys(pattern):
             r.delete(k)
+
+
+def test_forwarded_for_does_not_dodge_the_sign_in_limits(bob, client, monkeypatch, settings):
+    """A client that sends a new X-Forwarded-For with every wrong password is still one address
+    (TANDEM_NUM_PROXIES 0: REMOTE_ADDR), for the API's token endpoint and the login page."""
+    from django.core.cache import cache
+
+    from webapp.auth import AuthThrottle
+
+    cache.clear()
+    monkeypatch.setattr(AuthThrottle, "THROTTLE_RATES", {"auth": "5/min"})
+    codes = [APIClient().post("/api/v1/auth/token/", {"username": "bob", "password": "wrong"}, format="json",
+                              HTTP_X_FORWARDED_FOR=f"10.0.0.{i}").status_code for i in range(8)]
+    assert codes == [400] * 5 + [429] * 3, codes
+    cache.clear()
+    settings.LOGIN_ATTEMPTS_PER_MIN = 4
+    codes = [client.post("/accounts/login/", {"username": "bob", "password": "wrong"},
+                         HTTP_X_FORWARDED_FOR=f"10.0.1.{i}").status_code for i in range(6)]
+    assert codes == [200] * 4 + [429] * 2, codes  # the form again, then refused
+    cache.clear()
+
+
+@pytest.mark.parametrize("settings_module, env, message", [
+    ("webapp.settings.test", {"TANDEM_THROTTLE_SUBMIT": "abc"}, "TANDEM_THROTTLE_SUBMIT must be N/s, N/min"),
+    ("webapp.settings.test", {"TANDEM_THROTTLE_AUTH": "0/min"}, "TANDEM_THROTTLE_AUTH must be N/s, N/min"),
+    ("webapp.settings.test", {"TANDEM_TOKEN_TTL_HOURS": "999999999999"}, "TANDEM_TOKEN_TTL_HOURS must be > 0"),
+    ("webapp.settings.test", {"TANDEM_CACHE_URL": "memcached://x"}, "TANDEM_CACHE_URL must be a Redis URL"),
+    ("webapp.settings.test", {"TANDEM_CACHE_URL": "redis://127.0.0.1:abc/9"}, "is not a number"),
+    ("webapp.settings.test", {"TANDEM_CACHE_URL": "redis://127.0.0.1:6379/notadb"}, "must be a number"),
+    ("webapp.settings.prod", {"TANDEM_CACHE_URL": ""}, "TANDEM_CACHE_URL is set but empty"),
+    ("webapp.settings.prod", {"CELERY_BROKER_URL": "amqp://user:s3cret-pw@mq:5672//"},
+     "TANDEM_CACHE_URL (unset: CELERY_BROKER_URL, the default) must be a Redis URL"),
+])
+def test_bad_settings_fail_at_start_with_a_clear_message(settings_module, env, message):
+    """Settings the first throttled request or sign-in would trip over (a 500 on every one) are
+    refused when the process starts, naming the variable and never printing a password."""
+    full = {**os.environ, "DJANGO_SETTINGS_MODULE": settings_module, "DJANGO_SECRET_KEY": "Zq8-" + "k2Jf9sLp0W" * 5,
+            "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/postgres", "CELERY_BROKER_URL": "redis://127.0.0.1:6379/15",
+            **env}
+    full.pop("TANDEM_CACHE_URL", None) if "TANDEM_CACHE_URL" not in env else None
+    r = subprocess.run([sys.executable, "-c", "import django; django.setup()"], cwd=REPO, env=full, capture_output=True, text=True)
+    assert r.returncode != 0 and "ImproperlyConfigured" in r.stderr and message in r.stderr, r.stderr[-1500:]
+    assert "s3cret-pw" not in r.stderr

@@ -83,3 +83,17 @@ def test_unreachable_cache_lets_requests_through(throttle, monkeypatch, caplog):
     monkeypatch.setattr(SubmitThrottle.cache, "incr", down)
     assert all(throttle().allow_request(Request(1), None) for _ in range(20))
     assert "throttle submit not applied: cache unavailable (ConnectionError" in caplog.text
+
+
+def test_a_zero_limit_refuses_everything_and_a_bug_is_not_taken_for_an_outage(throttle, monkeypatch):
+    monkeypatch.setattr(SubmitThrottle, "THROTTLE_RATES", {"submit": "0/min"})
+    t = throttle()
+    assert not t.allow_request(Request(1), None) and t.wait() is None
+
+    def bug(*a, **k):
+        raise ZeroDivisionError("a bug, not an unreachable cache")
+
+    monkeypatch.setattr(SubmitThrottle, "THROTTLE_RATES", {"submit": "10/min"})
+    monkeypatch.setattr(SubmitThrottle.cache, "incr", bug)
+    with pytest.raises(ZeroDivisionError):
+        throttle().allow_request(Request(1), None)
