@@ -7,7 +7,9 @@ each policy's makespan over the trace's lower bound ``max(arrival + isolated dur
 arrival`` (no schedule can beat it: slowdowns are >= 1), which tells a tie at the bound from a
 tie above it.
 Also (a'): the same policies on generated trace shapes (``--shapes``: each VC with arrivals
-compressed x0.5; three 1,000-job windows of the Philly list), and per shape Horus / random
+compressed x0.5; three 1,000-job windows of the Philly list; each VC on a heterogeneous cluster
+of V100, P100 and K80 nodes in equal shares, where the world runs a job at its type's measured
+speed), and per shape Horus / random
 co-location, Horus / the best baseline per (trace, metric), Horus / FIFO and Horus / Horus with
 random partners (``horus-random-partners``: the same queue, guard, migration and preemption, a
 uniformly random choice among the same candidate GPUs, so the ratio is what the cost function
@@ -42,7 +44,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from placement import pipeline  # noqa: E402
-from placement.core import setup  # noqa: E402
+from placement.core import setup, traces  # noqa: E402
 from placement.core.policies import (  # noqa: E402
     DEFAULT_MIGRATION_COST_S, POLICIES, QUEUE_ORDERS, Horus, HorusRandomPartners, make_policy)
 
@@ -92,10 +94,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="what sjf, horus's guard and migration plan with: the estimate known at "
                          "submission (default; Gavel: steps / measured throughput; Philly: history "
                          "median) or the true duration (oracle, labelled)")
-    ap.add_argument("--shapes", default="gavel,dense,philly",
+    ap.add_argument("--shapes", default="gavel,dense,philly,hetero",
                     help="trace sets for part (a): gavel (the 15 VCs), dense (each VC with arrivals "
                          "compressed x0.5, on the VC's own cluster), philly (3 windows of 1,000 Philly "
-                         "jobs, sizes from Philly, Gavel job types by seeded draw); default all three")
+                         "jobs, sizes from Philly, Gavel job types by seeded draw), hetero (each VC on as "
+                         "many GPUs in equal shares of V100, P100 and K80 nodes, as in Gavel); default all four")
     ap.add_argument("--data", type=Path, default=ROOT / "data", help="data directory (default: repo data/)")
     ap.add_argument("--csv", type=Path, default=ROOT / "bench" / "out" / "placement.csv",
                     help="per-run CSV output (default bench/out/placement.csv)")
@@ -107,8 +110,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not args.scale_only and not {"horus", "fifo", "gandiva"} <= set(args.policies):
         ap.error("--policies must include horus, fifo and gandiva (the ratios are Horus / FIFO and Horus / Gandiva)")
     args.shapes = [v.strip() for v in args.shapes.split(",") if v.strip()]
-    if not args.shapes or set(args.shapes) - {"gavel", "dense", "philly"}:
-        ap.error("--shapes: comma-separated among gavel, dense, philly")
+    if not args.shapes or set(args.shapes) - {"gavel", "dense", "philly", "hetero"}:
+        ap.error("--shapes: comma-separated among gavel, dense, philly, hetero")
     args.vcs = [v.strip() for v in args.vcs.split(",") if v.strip()]
     bad = [v for v in args.vcs if v not in setup.GAVEL_VCS]
     if bad:
@@ -179,7 +182,7 @@ def trace_sets(args, tables) -> dict[str, list[tuple[str, list, list]]]:
     from dataclasses import replace
 
     out: dict = {}
-    if "gavel" in args.shapes or "dense" in args.shapes:
+    if {"gavel", "dense", "hetero"} & set(args.shapes):
         for vc in args.vcs:
             jobs = setup.load_trace(f"gavel:{vc}", args.data, tables)
             gpus = setup.cluster(jobs)
@@ -188,6 +191,8 @@ def trace_sets(args, tables) -> dict[str, list[tuple[str, list, list]]]:
             if "dense" in args.shapes:
                 out.setdefault("dense", []).append(
                     (f"dense:{vc}", [replace(j, arrival=j.arrival * 0.5) for j in jobs], gpus))
+            if "hetero" in args.shapes:
+                out.setdefault("hetero", []).append((f"hetero:{vc}", jobs, traces.heterogeneous_cluster_for_trace(jobs)))
     if "philly" in args.shapes:
         full = setup.load_trace("philly", args.data, tables, seed=args.seed)
         for w in range(3):
@@ -227,11 +232,16 @@ def versus(rows: list[dict], traces: list[str], base: str, who: str = "horus") -
 
 def world_share(rows: list[dict]) -> dict:
     """Pooled over ``rows``: share of all co-located job-seconds whose slowdown the world took
-    from a measured pair, a measured scale-1 pair, or its model (and the co-located hours)."""
+    from a measured pair, a measured scale-1 pair, or its model (and the co-located hours); and
+    of all running job-seconds, the share on the reference type (V100) and on other types at a
+    measured or a modelled isolated speed (``speed_*_share``; heterogeneous clusters)."""
     sec = {k: float(sum(r.get(f"world_{k}_s", 0.0) for r in rows)) for k in ("measured", "measured_1gpu", "modelled")}
     tot = sum(sec.values())
+    speed = {k: float(sum(r.get(f"world_speed_{k}_s", 0.0) for r in rows)) for k in ("reference", "measured", "modelled")}
+    run = sum(speed.values())
     return {**{f"{k}_share": round(v / tot, 4) if tot else 0.0 for k, v in sec.items()},
-            "colocated_h": round(tot / 3600, 1)}
+            "colocated_h": round(tot / 3600, 1),
+            **{f"speed_{k}_share": round(v / run, 4) if run else 0.0 for k, v in speed.items()}}
 
 
 def ratio_summary(rows: list[dict], vcs: list[str], base: str) -> tuple[dict, dict]:

@@ -62,6 +62,37 @@ class Migration:
 QUEUE_ORDERS = ("utilisation", "shortest", "fifo")
 
 
+#: The policies' belief about how fast each GPU type is: peak FP32 throughput in TFLOPS from
+#: NVIDIA's datasheets (V100 SXM2 15.7; P100 PCIe 9.3; K80 8.73 per board = 4.37 per GK210
+#: GPU). A public spec, not the simulator's world (Gavel's measured per-type throughputs,
+#: placement/core/world.py), which it only approximates: ratios of peak FLOPS overstate a K80's
+#: gap for jobs bound by input or memory and understate it for others.
+PEAK_FP32_TFLOPS: dict[str, float] = {"k80": 4.37, "p100": 9.3, "v100": 15.7}
+
+
+def believed_speed(gpu_type: str) -> float | None:
+    """Peak FP32 TFLOPS of ``gpu_type`` (:data:`PEAK_FP32_TFLOPS`, matched by prefix, any case:
+    ``V100M32`` is a V100), or ``None`` for a type the table lacks."""
+    g = gpu_type.lower()
+    for name, tflops in PEAK_FP32_TFLOPS.items():
+        if g.startswith(name):
+            return tflops
+    return None
+
+
+def type_slowness(state: ClusterState) -> np.ndarray:
+    """Per GPU of ``state``, ``fastest / believed speed - 1`` (0 on the cluster's fastest type
+    and on types without a belief; a K80 beside V100s 2.6): the extra run time, as a fraction,
+    that a GPU's type is believed to cost against the cluster's fastest. All zeros on a
+    homogeneous cluster. (n_gpus,) floats."""
+    speeds = [believed_speed(g.gpu_type) for g in state.gpus]
+    known = [v for v in speeds if v is not None]
+    if not known:
+        return np.zeros(len(speeds))
+    fastest = max(known)
+    return np.array([fastest / v - 1.0 if v is not None else 0.0 for v in speeds])
+
+
 def check_queue_order(order: str) -> str:
     """``order`` if it is one of :data:`QUEUE_ORDERS`; ``ValueError`` naming them otherwise."""
     if order not in QUEUE_ORDERS:
@@ -121,7 +152,9 @@ class Policy(ABC):
         first (ties: lower job id). A job's new GPUs are idle GPUs plus those it holds alone,
         chosen on the fewest nodes (keeping its own GPUs first) and never on more nodes than
         it spans now. A GPU taken by one move is not idle for the next; a job left alone by
-        its partner's move is no longer a candidate.
+        its partner's move is no longer a candidate. On a cluster of mixed GPU types the new
+        GPUs are the fastest idle ones and the move must still pay with their believed type
+        slowness (:func:`type_slowness`): ``W * s > cost_s + W * (1 + slowness)``.
         """
         if cost_s < 0:
             raise ValueError(f"migration cost must be >= 0 s, got {cost_s}")
@@ -142,6 +175,7 @@ class Policy(ABC):
         ranked.sort()
         scratch = state.copy()
         out: list[Migration] = []
+        slow = type_slowness(state)  # believed extra run time of each GPU's type (0: homogeneous)
         for neg_saving, jid in ranked:
             job, gpus = scratch.running[jid]
             cur = np.fromiter(gpus, dtype=np.int64)
@@ -151,16 +185,22 @@ class Policy(ABC):
             free = np.flatnonzero((scratch.ntasks == 0) & (scratch.capacity >= job.memory_mib))
             if len(free) == 0:
                 break
+            free = free[np.argsort(slow[free], kind="stable")]  # fastest type first
             cand = np.concatenate([own, free])
             if len(cand) < job.num_gpus:
                 continue
-            cost = np.concatenate([np.zeros(len(own)), np.ones(len(free))])
+            cost = np.concatenate([slow[own], 1.0 + slow[free]])
             if job.num_gpus == 1:
                 new = (int(free[0]),)
             else:
                 new = _fewest_nodes(scratch, cand, cost, job.num_gpus)
                 if new is None or len(np.unique(scratch.node[list(new)])) > len(np.unique(scratch.node[cur])):
                     continue
+            # on a cluster of mixed types the new GPUs may be slower (belief: type_slowness):
+            # the move pays only if W * s > cost_s + W * (1 + their slowness)
+            dest = float(slow[list(new)].max())
+            if dest > 0 and remaining[jid] * slowdown.get(jid, 1.0) <= cost_s + remaining[jid] * (1.0 + dest):
+                continue
             scratch.move(jid, new)
             out.append(Migration(jid, gpus, new, -neg_saving, {
                 "policy": self.name, "remaining_s": round(float(remaining[jid]), 1),
@@ -377,6 +417,11 @@ class Horus(Policy):
     * ``las_thresholds`` (default none): Tiresias's discretised least-attained-service levels
       (GPU-seconds, :class:`Tiresias`) put before ``queue_order``, with its preemption; for
       traces whose duration estimates are poor (duration-agnostic, as Tiresias is).
+    * ``w_speed`` (default 1): on a cluster of mixed GPU types, the cost gains
+      ``w_speed * type_slowness`` (:func:`type_slowness`: the extra run time a GPU's type is
+      believed to cost against the cluster's fastest, from datasheet peak FLOPS, never the
+      world), so a job goes to a slower type only when the faster ones are taken or loaded.
+      Zero on a homogeneous cluster.
     * ``protect_critical`` (default on): slack-based protection of the critical path, as in
       critical-path scheduling. A co-location of a job ``N`` (isolated duration ``d``) onto an
       occupied GPU ``g`` delays its residents by at most about the overlap,
@@ -397,9 +442,14 @@ class Horus(Policy):
     def __init__(self, *, k_max: int = 2, lookahead: int = 256, w_mem: float = 1.0, w_util: float = 1.0,
                  w_tasks: float = 1.0, overflow: float = 4.0, migrate: bool = True,
                  protect_critical: bool = True, pair_belief=None, w_pair: float = 1.0,
-                 queue_order: str = "shortest", las_thresholds: Sequence[float] | None = None) -> None:
+                 queue_order: str = "shortest", las_thresholds: Sequence[float] | None = None,
+                 w_speed: float = 1.0) -> None:
         if k_max < 1 or lookahead < 1:
             raise ValueError("k_max and lookahead must be >= 1")
+        if not (w_speed >= 0 and np.isfinite(w_speed)):
+            raise ValueError(f"w_speed must be a finite number >= 0, got {w_speed}")
+        self.w_speed = float(w_speed)
+        self._slowness: tuple[object, np.ndarray] | None = None  # (the cluster's GPU list, type_slowness)
         if las_thresholds is not None:
             t = [float(x) for x in las_thresholds]
             if not t or not all(np.isfinite(x) and x > 0 for x in t):
@@ -433,6 +483,9 @@ class Horus(Policy):
         whose jobs the co-location could push past the makespan bound ``H`` (class
         docstring). NaN ``end_at`` (unknown, e.g. live placement) does not exclude."""
         mask = state.feasible(job, self.k_max)
+        slowness = self._type_slowness(state)
+        if self.w_speed > 0 and slowness.any() and mask.any():
+            mask &= ~self._better_to_wait(job, state, slowness, now)
         if self.protect_critical:
             known = ~np.isnan(state.end_at)
             if known.any():
@@ -442,6 +495,33 @@ class Horus(Policy):
                     mask &= ~((state.ntasks > 0) & (state.end_at + delay > horizon))
         return mask
 
+    def _type_slowness(self, state: ClusterState) -> np.ndarray:
+        """:func:`type_slowness` of ``state``'s cluster, computed once per cluster (scratch
+        copies share its GPU list)."""
+        if self._slowness is None or self._slowness[0] is not state.gpus:
+            self._slowness = (state.gpus, type_slowness(state))
+        return self._slowness[1]
+
+    @staticmethod
+    def _better_to_wait(job: JobSpec, state: ClusterState, slowness: np.ndarray, now: float) -> np.ndarray:
+        """GPUs of a slower type on which ``job`` is believed to finish later than if it waited
+        for a GPU of a faster type to free: ``now + planned * (1 + s_g)`` >
+        ``t_h + planned * (1 + s_h)``, with ``t_h`` the earliest projected end (``end_at``) of a
+        GPU of the faster type ``h`` (unknown ends count as never). Boolean (n_gpus,)."""
+        out = np.zeros(len(slowness), dtype=bool)
+        levels = np.unique(slowness)
+        if len(levels) < 2:
+            return out
+        ends = np.where(np.isnan(state.end_at), np.inf, state.end_at)
+        best_finish = np.inf  # best believed finish on a faster type than the current level
+        for s in levels:  # fastest first
+            here = slowness == s
+            if np.isfinite(best_finish):
+                out |= here & (now + job.planned * (1.0 + s) > best_finish)
+            t = float(max(ends[here].min(), now)) if here.any() else np.inf
+            best_finish = min(best_finish, t + job.planned * (1.0 + s))
+        return out
+
     def cost(self, job, state, cand):
         mem = (state.mem_used[cand] + job.memory_mib) / state.capacity[cand]
         tot = state.util_sum[cand] + job.util
@@ -449,6 +529,10 @@ class Horus(Policy):
         tasks = state.ntasks[cand].astype(float)
         c = self.w_mem * mem + self.w_util * util + self.w_tasks * tasks
         terms = {"memory": mem, "utilisation": util, "tasks": tasks}
+        slowness = self._type_slowness(state)
+        if self.w_speed > 0 and slowness.any():
+            c = c + self.w_speed * slowness[cand]
+            terms["type_slowness"] = slowness[cand]
         if self.pair_belief is not None:
             pair = self.pair_cost(job, state, cand)
             c = c + self.w_pair * pair

@@ -2,10 +2,11 @@
 
 Events (a binary heap of ``(time, seq, kind, job_id, version)``): arrivals, finishes, for
 preemptive policies a periodic re-evaluation tick, and for migrating policies the end of a
-migration's checkpoint/restore pause. A running job progresses at rate
-``1 / slowdown`` where slowdown is the largest, over its GPUs, of the *world's* slowdown
-(:mod:`placement.core.world`: Gavel's measured pairs, a labelled model elsewhere) given the
-other jobs on that GPU; whenever a GPU's set of jobs changes the affected
+migration's checkpoint/restore pause. A running job progresses at rate ``min over its GPUs
+of speed / slowdown``: slowdown is the *world's* (:mod:`placement.core.world`: Gavel's measured
+pairs, a labelled model elsewhere) given the other jobs on that GPU, and speed the world's
+isolated speed of the job on that GPU's type relative to V100 (1 on a V100; a heterogeneous
+cluster's K80s run a job at Gavel's measured K80 / V100 throughput ratio); whenever a GPU's set of jobs changes the affected
 jobs' remaining work is brought up to date and their finish event re-issued (stale events are
 skipped by version). Cost per event: O(GPUs) numpy work plus the policy's.
 
@@ -139,7 +140,7 @@ class SimulationResult:
 
 class _Run:
     __slots__ = ("job", "remaining", "rate", "last", "version", "start", "gpus", "preemptions",
-                 "migrations", "resume_at", "finish_at", "source")
+                 "migrations", "resume_at", "finish_at", "source", "speed_source")
 
     def __init__(self, job: JobSpec) -> None:
         self.job, self.remaining, self.rate, self.last = job, job.duration, 0.0, 0.0
@@ -147,6 +148,7 @@ class _Run:
         self.migrations, self.resume_at = 0, -np.inf  # no progress before resume_at (migration)
         self.finish_at = np.nan  # projected finish if it ran alone from its last refresh on (s)
         self.source = "alone"  # where the world's slowdown now in force comes from (world.SOURCES)
+        self.speed_source = "reference"  # its GPUs' isolated speed: reference type, measured, modelled
 
 
 def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
@@ -196,6 +198,16 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
         duration_label = "estimate" if not missing else f"estimate ({missing} jobs without one: true duration)"
     world = as_world(world)
     coloc = dict.fromkeys(SOURCES, 0.0)
+    typed = dict.fromkeys(("reference", "measured", "modelled"), 0.0)  # job-seconds by speed source
+    world_speed = getattr(world, "speed", None)
+    speeds: dict[tuple[int, str], tuple[float, str]] = {}
+
+    def speed(job: JobSpec, gpu_type: str) -> tuple[float, str]:
+        """The world's isolated speed of ``job`` on ``gpu_type`` (1.0 on the reference type)."""
+        key = (job.job_id, gpu_type)
+        if key not in speeds:
+            speeds[key] = world_speed(job, gpu_type) if world_speed is not None else (1.0, "reference")
+        return speeds[key]
     rng = np.random.default_rng(seed)
     state = ClusterState(gpus)
     state.track_end = True  # this simulator keeps end_at (projected isolated finish per GPU)
@@ -228,6 +240,7 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
         if r.rate > 0 and ran > 0:
             if r.source in coloc:
                 coloc[r.source] += ran
+            typed[r.speed_source] += ran
             r.remaining -= ran * r.rate
             state.attained[r.job.job_id] = state.attained.get(r.job.job_id, 0.0) + ran * r.job.num_gpus
         r.last = now
@@ -241,13 +254,18 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
         for jid in affected:
             r = runs[jid]
             worst, source = 1.0, "alone"
+            rate, speed_source = np.inf, "reference"
             for g in r.gpus:
                 others = [runs[o].job for o in on_gpu[g] if o != jid]
                 s, src = world.slowdown(r.job, others, gpus[g].gpu_type) if others else (1.0, "alone")
                 sd_cache[(jid, g)] = s
                 if s > worst or (source == "alone" and src != "alone"):
                     worst, source = max(worst, s), src
-            r.rate, r.source = 1.0 / worst, source
+                v, vsrc = speed(r.job, gpus[g].gpu_type)
+                rate = min(rate, v / s)  # the slowest GPU sets the pace (synchronous data parallel)
+                if vsrc == "modelled" or speed_source == "reference":
+                    speed_source = vsrc
+            r.rate, r.source, r.speed_source = rate, source, speed_source
             r.version += 1
             # planned finish if it ran alone from now: planned run time - work done (>= 0)
             r.finish_at = max(now, r.resume_at) + expected_remaining_s(r.job.planned, r.job.duration - r.remaining)
@@ -420,4 +438,6 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
         progress(total, total)
     outcomes.sort(key=lambda o: o.job_id)
     return SimulationResult(policy.name, outcomes, np.array(util_t), np.array(util_v), len(gpus), n_events,
-                            world={**world.describe(), **source_shares(coloc)}, durations=duration_label)
+                            world={**world.describe(), **source_shares(coloc),
+                                   **{f"speed_{k}_s": round(v, 1) for k, v in typed.items()}},
+                            durations=duration_label)

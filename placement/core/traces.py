@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from .types import GPUSpec, JobSpec, homogeneous_cluster
+from .types import GPUSpec, JobSpec, homogeneous_cluster, mixed_cluster
 
 Profile = Callable[[str, int], tuple[float, float]]
 _GAVEL_TYPE = re.compile(r"^(?P<family>.+?)(?: \(batch size (?P<bs>\d+)\))?$")
@@ -179,6 +179,23 @@ def cluster_for_trace(jobs: list[JobSpec], *, gpus_per_node: int = 8, load: floa
     need = max(max(j.num_gpus for j in jobs), int(np.ceil(demand / load)), gpus_per_node)
     return homogeneous_cluster(int(np.ceil(need / gpus_per_node)), gpus_per_node, gpu_type=gpu_type,
                                memory_mib=memory_mib)
+
+
+#: The GPU types of Gavel's heterogeneous cluster (OSDI 2020, section 7: 36 V100, 36 P100 and
+#: 36 K80 GPUs) with their memory per GPU (MiB; a K80 board's GK210 has 12 GB)
+GAVEL_GPU_TYPES: tuple[tuple[str, float], ...] = (("V100", 16384.0), ("P100", 16384.0), ("K80", 12288.0))
+
+
+def heterogeneous_cluster_for_trace(jobs: list[JobSpec], *, gpus_per_node: int = 8,
+                                    types: tuple[tuple[str, float], ...] = GAVEL_GPU_TYPES) -> list[GPUSpec]:
+    """The nodes :func:`cluster_for_trace` gives, rounded up to a multiple of ``len(types)``,
+    in equal shares of each GPU type (``(type, memory MiB)``, default Gavel's V100 / P100 /
+    K80), node types in turn. The same number of GPUs as the homogeneous V100 cluster (or up
+    to ``len(types) - 1`` nodes more), so slower GPUs make the load higher: the setting Gavel's
+    heterogeneity-aware policies were built for. ``ValueError`` for an empty job list."""
+    nodes = len({g.node for g in cluster_for_trace(jobs, gpus_per_node=gpus_per_node)})
+    nodes = -(-nodes // len(types)) * len(types)
+    return mixed_cluster([types[n % len(types)] for n in range(nodes)], gpus_per_node)
 
 
 def load_throughputs(path: Path) -> dict:

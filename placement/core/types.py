@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -219,6 +219,16 @@ class ClusterState:
     def jobs_on(self, gpu_id: int) -> list[JobSpec]:
         """Jobs with a task on ``gpu_id`` (linear scan; for explanations and tests)."""
         return [j for j, g in self.running.values() if gpu_id in g]
+
+
+def mixed_cluster(node_types: Sequence[tuple[str, float]], gpus_per_node: int) -> list[GPUSpec]:
+    """One node of ``gpus_per_node`` GPUs per entry of ``node_types`` (``(GPU type, memory MiB)``),
+    in that order: a heterogeneous cluster whose nodes are each of one type, as Gavel's are.
+    ``ValueError`` for no nodes or ``gpus_per_node`` < 1."""
+    if not node_types or gpus_per_node < 1:
+        raise ValueError("a cluster needs at least one node and gpus_per_node >= 1")
+    return [GPUSpec(n * gpus_per_node + i, n, gpu_type, float(memory_mib))
+            for n, (gpu_type, memory_mib) in enumerate(node_types) for i in range(gpus_per_node)]
 
 
 def homogeneous_cluster(n_nodes: int, gpus_per_node: int, *, gpu_type: str = "V100",

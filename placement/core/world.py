@@ -31,6 +31,14 @@ Lookup order, each labelled by the source it counts under:
 With more than one co-runner on a GPU the pairwise log slowdowns add (Gavel measured pairs
 only), and that GPU's co-located time counts as ``modelled``. A job's source over an interval
 is the source of its worst GPU's slowdown.
+
+Heterogeneous clusters (:meth:`InterferenceWorld.speed`): a job's ``duration`` is isolated
+seconds on the reference GPU type (V100: Gavel's traces are converted with its V100
+throughputs). On another type it runs at ``isolated throughput on that type / isolated
+throughput on V100`` of its job type (Gavel's ``null`` entries; its scale factor's row, else
+scale factor 1's), or, for a job type Gavel did not measure, at the median of that ratio over
+the measured job types (``modelled``, counted in ``speed_sources``). A job spread over GPUs of
+several types runs at its slowest GPU's speed (synchronous data parallelism).
 """
 from __future__ import annotations
 
@@ -86,6 +94,18 @@ class InterferenceWorld:
             raise ValueError("no measured pair in the throughput table")
         self.default_gpu_type = default_gpu_type.lower()
         self.name = "gavel-measured-pairs"
+        # isolated throughput (steps/s) per GPU type and (job type, scale factor)
+        alone = {g: {_parse_key(k): float(row.get("null") or 0.0) for k, row in (throughputs.get(g) or {}).items()}
+                 for g in ("k80", "p100", "v100")}
+        self.reference = "v100"
+        self._speed: dict[str, dict[tuple[str, int], float]] = {}
+        self.speed_fallback: dict[str, float] = {}
+        for g, rows in alone.items():
+            ratios = {key: t / alone[self.reference][key] for key, t in rows.items()
+                      if t > 0 and alone[self.reference].get(key, 0.0) > 0}
+            if ratios:
+                self._speed[g] = ratios
+                self.speed_fallback[g] = float(np.median(list(ratios.values())))
 
     def _gpu(self, gpu_type: str) -> str:
         g = gpu_type.lower()
@@ -118,10 +138,33 @@ class InterferenceWorld:
             return self.pair(job, others[0], gpu_type)
         return math.exp(sum(math.log(self.pair(job, o, gpu_type)[0]) for o in others)), "modelled"
 
+    def speed(self, job: JobSpec, gpu_type: str) -> tuple[float, str]:
+        """(isolated speed of ``job`` on ``gpu_type`` relative to the reference type V100, > 0;
+        source ``"reference"``, ``"measured"`` or ``"modelled"``), from Gavel's isolated
+        throughputs (module docstring). ``(1.0, "reference")`` on V100; ``(1.0, "modelled")`` on
+        a type Gavel did not measure."""
+        if not any(gpu_type.lower().startswith(k) for k in ("k80", "p100", "v100")):
+            return 1.0, "modelled"  # a type Gavel did not measure (A100, T4, ...): as fast as a V100, labelled
+        g = self._gpu(gpu_type)
+        if g == self.reference:
+            return 1.0, "reference"
+        table = self._speed.get(g)
+        if not table:
+            return 1.0, "modelled"
+        t = job_type(job)
+        r = table.get((t, job.num_gpus))
+        if r is None:
+            r = table.get((t, 1))
+        if r is not None:
+            return r, "measured"
+        return self.speed_fallback[g], "modelled"
+
     def describe(self) -> dict:
-        """JSON-ready: name, measured pairs per GPU type, the modelled fallback per type."""
+        """JSON-ready: name, measured pairs per GPU type, the modelled fallback per type, and
+        the median isolated speed per type relative to V100 (the fallback of :meth:`speed`)."""
         return {"name": self.name, "pairs": {g: len(p) for g, p in self._pairs.items()},
-                "modelled_fallback_slowdown": {g: round(v, 4) for g, v in self.fallback.items()}}
+                "modelled_fallback_slowdown": {g: round(v, 4) for g, v in self.fallback.items()},
+                "speed_vs_v100_median": {g: round(v, 4) for g, v in self.speed_fallback.items()}}
 
 
 class ModelledWorld:
@@ -138,6 +181,11 @@ class ModelledWorld:
         if not others:
             return 1.0, "alone"
         return self.model.slowdown(job.util, [o.util for o in others]), "modelled"
+
+    def speed(self, job: JobSpec, gpu_type: str) -> tuple[float, str]:
+        """Every GPU type runs a job at the V100's isolated speed (no per-type data here): 1.0,
+        ``"reference"`` on a V100, ``"modelled"`` on any other type."""
+        return 1.0, "reference" if gpu_type.lower().startswith("v100") else "modelled"
 
     def describe(self) -> dict:
         return {"name": self.name, **self.model.as_dict()}
