@@ -21,18 +21,25 @@ class RejectUnknownFields:
 
     def to_internal_value(self, data):
         if isinstance(data, dict):
+            errors: dict = {}
             unknown = sorted(str(k) for k in data if k not in self.fields)
             if unknown:
                 accepted = ", ".join(n for n, f in self.fields.items() if not f.read_only)
-                raise serializers.ValidationError(
-                    {k[:64]: [f"unknown field; accepted: {accepted}"] for k in unknown[:20]})
-            not_text = {name: ["must be a string."] for name, field in self.fields.items()
-                        if name in data and not field.read_only and data[name] is not None
-                        and isinstance(field, (serializers.CharField, serializers.ChoiceField))
-                        and not isinstance(field, serializers.MultipleChoiceField)  # takes a list
-                        and not isinstance(data[name], str)}
-            if not_text:
-                raise serializers.ValidationError(not_text)
+                errors.update({k[:64]: [f"unknown field; accepted: {accepted}"] for k in unknown[:20]})
+            errors.update({name: ["must be a string."] for name, field in self.fields.items()
+                           if name in data and not field.read_only and data[name] is not None
+                           and isinstance(field, (serializers.CharField, serializers.ChoiceField))
+                           and not isinstance(field, serializers.MultipleChoiceField)  # takes a list
+                           and not isinstance(data[name], str)})
+            if errors:  # name every wrong field: the other fields' own checks too
+                try:
+                    super().to_internal_value({k: v for k, v in data.items() if k in self.fields and k not in errors})
+                except serializers.ValidationError as err:
+                    if isinstance(err.detail, dict):
+                        for k, v in err.detail.items():
+                            if k not in errors:  # not "required" for a field refused above
+                                errors[k] = v
+                raise serializers.ValidationError(errors)
         return super().to_internal_value(data)
 
 

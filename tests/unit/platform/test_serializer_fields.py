@@ -35,3 +35,12 @@ def test_validation_still_applies_each_fields_limits():
     assert good.validated_data["batch_size"] == 8
     again = JobSerializer(data={"model_name": "resnet18", "batch_size": 5000, "steps": 3})
     assert not again.is_valid() and set(again.errors) == {"batch_size"}
+
+
+def test_every_wrong_field_is_named_at_once():
+    s = JobSerializer(data={"model_name": 5, "batch_size": 5000, "steps": 0, "num_gpus": -1, "batchsize": 3})
+    assert not s.is_valid()
+    assert set(s.errors) == {"model_name", "batch_size", "steps", "num_gpus", "batchsize"}, s.errors
+    assert s.errors["model_name"] == ["must be a string."] and "unknown field" in s.errors["batchsize"][0]
+    missing = JobSerializer(data={"batchsize": 3})  # required fields absent: named too
+    assert not missing.is_valid() and {"model_name", "batch_size", "batchsize"} <= set(missing.errors)
