@@ -206,10 +206,16 @@ def test_swagger_ui_served_from_local_static(alice):
     assert "cdn" not in html.lower()
 
 
-def test_healthz_checks_database_and_broker(client):
+def test_healthz_checks_database_and_broker(client, settings):
     resp = client.get("/healthz")
     assert resp.status_code == 200
-    assert resp.json() == {"status": "ok", "database": "ok", "broker": "ok"}
+    assert resp.json() == {"status": "ok", "database": "ok", "broker": "ok", "cache": "local"}
+    # a Redis cache that answers, then one that does not: reported, the status stays ok
+    for url, want in ((settings.CELERY_BROKER_URL, "ok"), ("redis://127.0.0.1:1/0", "ConnectionError")):
+        settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url,
+                                       "OPTIONS": {"socket_connect_timeout": 0.5}}}  # Django re-reads CACHES
+        resp = client.get("/healthz")
+        assert resp.status_code == 200 and resp.json()["cache"] == want, resp.json()
 
 
 def test_schema_generation_has_no_warnings(tmp_path):
