@@ -190,11 +190,19 @@ def heterogeneous_cluster_for_trace(jobs: list[JobSpec], *, gpus_per_node: int =
                                     types: tuple[tuple[str, float], ...] = GAVEL_GPU_TYPES) -> list[GPUSpec]:
     """The nodes :func:`cluster_for_trace` gives, rounded up to a multiple of ``len(types)``,
     in equal shares of each GPU type (``(type, memory MiB)``, default Gavel's V100 / P100 /
-    K80), node types in turn. The same number of GPUs as the homogeneous V100 cluster (or up
-    to ``len(types) - 1`` nodes more), so slower GPUs make the load higher: the setting Gavel's
-    heterogeneity-aware policies were built for. ``ValueError`` for an empty job list."""
+    K80), node types in turn; more rounds of nodes only where a job's tasks would not all find
+    a GPU with their memory. So about the GPUs of the homogeneous V100 cluster, and slower
+    GPUs make the load higher: the setting Gavel's heterogeneity-aware policies were built for.
+    ``ValueError`` for an empty job list or one no cluster of these types can hold."""
     nodes = len({g.node for g in cluster_for_trace(jobs, gpus_per_node=gpus_per_node)})
     nodes = -(-nodes // len(types)) * len(types)
+    # and whole rounds of one node per type more while some job's tasks cannot all find a GPU
+    # with its memory (a 24-GPU job of 16 GiB tasks on 24 GPUs of which a third are 12 GiB K80s)
+    while any(sum(gpus_per_node for n in range(nodes) if types[n % len(types)][1] >= j.memory_mib) < j.num_gpus
+              for j in jobs):
+        if nodes > 100_000:
+            raise ValueError("no number of nodes of these types holds every job of the trace")
+        nodes += len(types)
     return mixed_cluster([types[n % len(types)] for n in range(nodes)], gpus_per_node)
 
 

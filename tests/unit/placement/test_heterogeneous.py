@@ -98,3 +98,12 @@ def test_migration_never_moves_a_job_to_a_type_where_it_loses():
         het.assign(JobSpec(j, 0, 1, 10_000.0, 50, 4000), (0,))
     moves = horus.migrate(het, 0.0, {1: 5000.0, 2: 4000.0}, {1: 5.0, 2: 5.0}, 30.0)
     assert [(m.job_id, m.to_gpus) for m in moves] == [(1, (1,))]
+
+
+def test_hetero_cluster_adds_rounds_of_nodes_until_every_job_fits():
+    # 24 tasks of 14 GiB: a round of V100, P100, K80 nodes has only 16 GPUs with that memory
+    jobs = [JobSpec(0, 0.0, 24, 3600.0, 50, 14336.0), JobSpec(1, 360_000.0, 1, 3600.0, 50, 1000.0)]
+    het = traces.heterogeneous_cluster_for_trace(jobs)
+    big = [g for g in het if g.memory_mib >= 14336.0]
+    assert len(big) >= 24 and len({g.node for g in het}) % 3 == 0
+    assert len({g.node for g in het}) == 6  # two rounds suffice: 32 GPUs of 16 GiB
