@@ -88,6 +88,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--horus-las", action="store_true",
                     help="horus puts Tiresias's least-attained-service levels (3,600 / 36,000 "
                          "GPU-seconds) before its queue order and preempts as Tiresias does")
+    ap.add_argument("--w-speed", type=float, default=None,
+                    help="weight of a GPU type's believed slowness in horus's and horus+'s cost (0: "
+                         "type-blind, and no waiting for a faster type; default: the policy's own, 1)")
     ap.add_argument("--lookahead", type=int, default=None,
                     help="horus's look-ahead window, jobs (default: horus's own, 256; horus+ keeps its 64)")
     ap.add_argument("--durations", choices=["estimate", "oracle"], default="estimate",
@@ -109,6 +112,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ap.error(f"unknown policies {unknown}; known: {', '.join(POLICIES)}")
     if not args.scale_only and not {"horus", "fifo", "gandiva"} <= set(args.policies):
         ap.error("--policies must include horus, fifo and gandiva (the ratios are Horus / FIFO and Horus / Gandiva)")
+    if args.w_speed is not None and not (args.w_speed >= 0 and math.isfinite(args.w_speed)):
+        ap.error(f"--w-speed must be a finite number >= 0, got {args.w_speed}")
     args.shapes = [v.strip() for v in args.shapes.split(",") if v.strip()]
     if not args.shapes or set(args.shapes) - {"gavel", "dense", "philly", "hetero"}:
         ap.error("--shapes: comma-separated among gavel, dense, philly, hetero")
@@ -140,7 +145,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def policy_kwargs(name: str, args: argparse.Namespace) -> dict:
     """Ablation switches: ``--no-migrate`` (gandiva, horus, horus+), ``--no-protect`` (horus,
-    horus+), ``--belief pair`` (horus, horus+)."""
+    horus+), ``--belief pair`` (horus, horus+), ``--w-speed`` (horus, horus+)."""
     kw = {}
     if getattr(args, "belief_obj", None) is not None and name in ("horus", "horus+"):
         kw["pair_belief"] = args.belief_obj
@@ -150,6 +155,8 @@ def policy_kwargs(name: str, args: argparse.Namespace) -> dict:
         kw["protect_critical"] = False
     if getattr(args, "horus_las", False) and name == "horus":
         kw["las_thresholds"] = (3600.0, 36000.0)
+    if getattr(args, "w_speed", None) is not None and name in ("horus", "horus+"):
+        kw["w_speed"] = args.w_speed
     if getattr(args, "lookahead", None) is not None and name == "horus":
         kw["lookahead"] = args.lookahead
     if name == "horus":
