@@ -154,7 +154,9 @@ class Policy(ABC):
         it spans now. A GPU taken by one move is not idle for the next; a job left alone by
         its partner's move is no longer a candidate. On a cluster of mixed GPU types the new
         GPUs are the fastest idle ones and the move must still pay with their believed type
-        slowness (:func:`type_slowness`): ``W * s > cost_s + W * (1 + slowness)``.
+        slowness (:func:`type_slowness`): ``W * s * (1 + slowness now) > cost_s + W * (1 +
+        slowness there)``, ``s`` being the co-location slowdown alone (the simulator passes the
+        world's interference, never its per-type speed).
         """
         if cost_s < 0:
             raise ValueError(f"migration cost must be >= 0 s, got {cost_s}")
@@ -197,9 +199,10 @@ class Policy(ABC):
                 if new is None or len(np.unique(scratch.node[list(new)])) > len(np.unique(scratch.node[cur])):
                     continue
             # on a cluster of mixed types the new GPUs may be slower (belief: type_slowness):
-            # the move pays only if W * s > cost_s + W * (1 + their slowness)
-            dest = float(slow[list(new)].max())
-            if dest > 0 and remaining[jid] * slowdown.get(jid, 1.0) <= cost_s + remaining[jid] * (1.0 + dest):
+            # the move pays only if W * s * (1 + slowness now) > cost_s + W * (1 + theirs)
+            dest, here = float(slow[list(new)].max()), float(slow[cur].max())
+            if dest > here and (remaining[jid] * slowdown.get(jid, 1.0) * (1.0 + here)
+                                <= cost_s + remaining[jid] * (1.0 + dest)):
                 continue
             scratch.move(jid, new)
             out.append(Migration(jid, gpus, new, -neg_saving, {
@@ -505,21 +508,25 @@ class Horus(Policy):
     @staticmethod
     def _better_to_wait(job: JobSpec, state: ClusterState, slowness: np.ndarray, now: float) -> np.ndarray:
         """GPUs of a slower type on which ``job`` is believed to finish later than if it waited
-        for a GPU of a faster type to free: ``now + planned * (1 + s_g)`` >
-        ``t_h + planned * (1 + s_h)``, with ``t_h`` the earliest projected end (``end_at``) of a
-        GPU of the faster type ``h`` (unknown ends count as never). Boolean (n_gpus,)."""
+        for GPUs of a faster type to free: ``now + planned * (1 + s)`` > ``t + planned * (1 +
+        s')``, with ``t`` the time the ``num_gpus``-th GPU of type ``s'`` or faster that can
+        hold the job (memory) is projected to free (``end_at``; now if idle; unknown ends count
+        as never), ``s' < s``. Boolean (n_gpus,)."""
         out = np.zeros(len(slowness), dtype=bool)
         levels = np.unique(slowness)
         if len(levels) < 2:
             return out
-        ends = np.where(np.isnan(state.end_at), np.inf, state.end_at)
+        free_at = np.where(np.isnan(state.end_at), np.where(state.ntasks == 0, now, np.inf),
+                           np.maximum(state.end_at, now))
+        holds = state.capacity >= job.memory_mib
         best_finish = np.inf  # best believed finish on a faster type than the current level
         for s in levels:  # fastest first
             here = slowness == s
             if np.isfinite(best_finish):
                 out |= here & (now + job.planned * (1.0 + s) > best_finish)
-            t = float(max(ends[here].min(), now)) if here.any() else np.inf
-            best_finish = min(best_finish, t + job.planned * (1.0 + s))
+            pool = np.sort(free_at[(slowness <= s) & holds])
+            if len(pool) >= job.num_gpus:
+                best_finish = min(best_finish, float(pool[job.num_gpus - 1]) + job.planned * (1.0 + s))
         return out
 
     def cost(self, job, state, cand):

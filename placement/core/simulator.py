@@ -140,7 +140,7 @@ class SimulationResult:
 
 class _Run:
     __slots__ = ("job", "remaining", "rate", "last", "version", "start", "gpus", "preemptions",
-                 "migrations", "resume_at", "finish_at", "source", "speed_source")
+                 "migrations", "resume_at", "finish_at", "source", "speed_source", "interference")
 
     def __init__(self, job: JobSpec) -> None:
         self.job, self.remaining, self.rate, self.last = job, job.duration, 0.0, 0.0
@@ -149,6 +149,7 @@ class _Run:
         self.finish_at = np.nan  # projected finish if it ran alone from its last refresh on (s)
         self.source = "alone"  # where the world's slowdown now in force comes from (world.SOURCES)
         self.speed_source = "reference"  # its GPUs' isolated speed: reference type, measured, modelled
+        self.interference = 1.0  # worst co-location slowdown over its GPUs (>= 1), its type's speed apart
 
 
 def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
@@ -265,7 +266,7 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
                 rate = min(rate, v / s)  # the slowest GPU sets the pace (synchronous data parallel)
                 if vsrc == "modelled" or speed_source == "reference":
                     speed_source = vsrc
-            r.rate, r.source, r.speed_source = rate, source, speed_source
+            r.rate, r.source, r.speed_source, r.interference = rate, source, speed_source, worst
             r.version += 1
             # planned finish if it ran alone from now: planned run time - work done (>= 0)
             r.finish_at = max(now, r.resume_at) + expected_remaining_s(r.job.planned, r.job.duration - r.remaining)
@@ -310,7 +311,9 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
                     ran = max(now - max(r.last, r.resume_at), 0.0)
                     done = r.job.duration - (r.remaining - ran * r.rate)
                     remaining[jid] = expected_remaining_s(r.job.planned, done)
-                    slowdown[jid] = 1.0 / r.rate if r.rate > 0 else 1.0
+                    # what co-location costs it (observed), not its GPUs' type speed: the
+                    # policy weighs types with its own belief (policies.type_slowness)
+                    slowdown[jid] = r.interference
         touched: set[int] = set()
         for m in policy.migrate(state, now, remaining, slowdown, migration_cost_s):
             r = runs[m.job_id]

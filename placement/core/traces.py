@@ -193,17 +193,17 @@ def heterogeneous_cluster_for_trace(jobs: list[JobSpec], *, gpus_per_node: int =
     K80), node types in turn; more rounds of nodes only where a job's tasks would not all find
     a GPU with their memory. So about the GPUs of the homogeneous V100 cluster, and slower
     GPUs make the load higher: the setting Gavel's heterogeneity-aware policies were built for.
-    ``ValueError`` for an empty job list or one no cluster of these types can hold."""
-    nodes = len({g.node for g in cluster_for_trace(jobs, gpus_per_node=gpus_per_node)})
-    nodes = -(-nodes // len(types)) * len(types)
-    # and whole rounds of one node per type more while some job's tasks cannot all find a GPU
-    # with its memory (a 24-GPU job of 16 GiB tasks on 24 GPUs of which a third are 12 GiB K80s)
-    while any(sum(gpus_per_node for n in range(nodes) if types[n % len(types)][1] >= j.memory_mib) < j.num_gpus
-              for j in jobs):
-        if nodes > 100_000:
-            raise ValueError("no number of nodes of these types holds every job of the trace")
-        nodes += len(types)
-    return mixed_cluster([types[n % len(types)] for n in range(nodes)], gpus_per_node)
+    ``ValueError`` for an empty job list or a job whose tasks no type has the memory for."""
+    rounds = -(-len({g.node for g in cluster_for_trace(jobs, gpus_per_node=gpus_per_node)}) // len(types))
+    # and more rounds (one node of each type) where some job's tasks would not all find a GPU
+    # with their memory (a 24-GPU job of 16 GiB tasks on 24 GPUs of which a third are 12 GiB K80s)
+    for j in jobs:
+        fitting = sum(1 for _, mem in types if mem >= j.memory_mib)
+        if fitting == 0:
+            raise ValueError(f"job {j.job_id} ({j.model or 'unnamed'}) needs {j.memory_mib:.0f} MiB per GPU; "
+                             f"the largest of {', '.join(t for t, _ in types)} has {max(m for _, m in types):.0f}")
+        rounds = max(rounds, -(-j.num_gpus // (fitting * gpus_per_node)))
+    return mixed_cluster([types[n % len(types)] for n in range(rounds * len(types))], gpus_per_node)
 
 
 def load_throughputs(path: Path) -> dict:

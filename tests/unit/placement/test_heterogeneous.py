@@ -107,3 +107,49 @@ def test_hetero_cluster_adds_rounds_of_nodes_until_every_job_fits():
     big = [g for g in het if g.memory_mib >= 14336.0]
     assert len(big) >= 24 and len({g.node for g in het}) % 3 == 0
     assert len({g.node for g in het}) == 6  # two rounds suffice: 32 GPUs of 16 GiB
+
+
+def test_a_multi_gpu_job_waits_for_as_many_fast_gpus_as_it_needs():
+    # 4 V100s whose residents (15 GiB: no room to share) end at 100, 200, 300, 400 s; 4 idle
+    # K80s; a 4-GPU job of 100 s at t = 1: on the K80s now it is believed to end at
+    # 1 + 100 x 3.59 = 360 s, waiting for all four V100s at 400 + 100 = 500 s: start now
+    state = ClusterState(mixed_cluster([("V100", 16384), ("K80", 12288)], 4))
+    state.track_end = True
+    for g, end in enumerate((100.0, 200.0, 300.0, 400.0)):
+        state.assign(JobSpec(10 + g, 0, 1, end, 50, 15000), (g,))
+        state.note_end((g,), end)
+    job = JobSpec(1, 1.0, 4, 100.0, 50, 4000)
+    (p,) = policies.Horus().place([job], state, 1.0, np.random.default_rng(0))
+    assert sorted(p.gpu_ids) == [4, 5, 6, 7]
+    # the same job of 10,000 s: waiting (ends 10,400 s) beats 35,900 s on the K80s
+    assert policies.Horus().place([JobSpec(2, 1.0, 4, 10_000.0, 50, 4000)], state, 1.0, np.random.default_rng(0)) == []
+
+
+def test_migration_is_told_the_interference_not_the_worlds_type_speed(tables):
+    # two jobs share a K80, a V100 idles: the policy is told their pair slowdown (>= 1), never
+    # the world's K80 / V100 speed ratio
+    from placement.core import simulator
+
+    seen = []
+
+    class Spy(policies.Horus):
+        name = "spy"
+
+        def migrate(self, state, now, remaining, slowdown, cost_s):
+            seen.append(dict(slowdown))
+            return []
+
+        def place(self, queue, state, now, rng):
+            return [policies.Placement(j.job_id, (0,)) for j in queue if j.job_id in (0, 1) and j.job_id not in state.running]
+
+    gpus = [GPUSpec(0, 0, "K80", 12288.0), GPUSpec(1, 1, "V100", 16384.0)]
+    jobs = [JobSpec(0, 0, 1, 1000.0, 50, 1000, "ResNet-18", 16), JobSpec(1, 0, 1, 1000.0, 50, 1000, "A3C", 0)]
+    simulator.simulate(jobs, gpus, Spy(), tables.world)
+    pair = tables.world.pair(jobs[0], jobs[1], "K80")[0]
+    assert seen and seen[0][0] == pytest.approx(pair) and all(v >= 1 for d in seen for v in d.values())
+
+
+def test_a_job_no_type_can_hold_is_refused_at_once():
+    with pytest.raises(ValueError, match=r"job 7 \(big\) needs 20000 MiB per GPU; the largest of V100, P100, K80 has 16384"):
+        traces.heterogeneous_cluster_for_trace([JobSpec(i, float(i), 1, 60.0, 50, 1000) for i in range(7)]
+                                               + [JobSpec(7, 8.0, 1, 60.0, 50, 20000, "big")])
