@@ -152,11 +152,12 @@ class Policy(ABC):
         first (ties: lower job id). A job's new GPUs are idle GPUs plus those it holds alone,
         chosen on the fewest nodes (keeping its own GPUs first) and never on more nodes than
         it spans now. A GPU taken by one move is not idle for the next; a job left alone by
-        its partner's move is no longer a candidate. On a cluster of mixed GPU types the new
-        GPUs are the fastest idle ones and the move must still pay with their believed type
-        slowness (:func:`type_slowness`): ``W * s * (1 + slowness now) > cost_s + W * (1 +
-        slowness there)``, ``s`` being the co-location slowdown alone (the simulator passes the
-        world's interference, never its per-type speed).
+        its partner's move is no longer a candidate. For a policy that weighs GPU types (Horus
+        with ``w_speed`` > 0) on a cluster of mixed types, the new GPUs are the fastest idle
+        ones and the move must still pay with their believed type slowness
+        (:func:`type_slowness`): ``W * s * (1 + slowness now) > cost_s + W * (1 + slowness
+        there)``, ``s`` being the co-location slowdown alone (the simulator passes the world's
+        interference, never its per-type speed).
         """
         if cost_s < 0:
             raise ValueError(f"migration cost must be >= 0 s, got {cost_s}")
@@ -177,7 +178,9 @@ class Policy(ABC):
         ranked.sort()
         scratch = state.copy()
         out: list[Migration] = []
-        slow = type_slowness(state)  # believed extra run time of each GPU's type (0: homogeneous)
+        # believed extra run time of each GPU's type (0: homogeneous), for policies that weigh
+        # GPU types (Horus's ``w_speed`` > 0); the baselines migrate as their papers do, type-blind
+        slow = type_slowness(state) if getattr(self, "w_speed", 0.0) > 0 else np.zeros(state.n_gpus)
         for neg_saving, jid in ranked:
             job, gpus = scratch.running[jid]
             cur = np.fromiter(gpus, dtype=np.int64)

@@ -153,3 +153,18 @@ def test_a_job_no_type_can_hold_is_refused_at_once():
     with pytest.raises(ValueError, match=r"job 7 \(big\) needs 20000 MiB per GPU; the largest of V100, P100, K80 has 16384"):
         traces.heterogeneous_cluster_for_trace([JobSpec(i, float(i), 1, 60.0, 50, 1000) for i in range(7)]
                                                + [JobSpec(7, 8.0, 1, 60.0, 50, 20000, "big")])
+
+
+def test_baselines_and_type_blind_horus_migrate_as_before():
+    # the pair on a V100 with only a K80 idle: Gandiva (its paper's rule) and Horus with
+    # w_speed 0 move it, Horus (w_speed 1) does not
+    def shared():
+        state = ClusterState(mixed_cluster([("V100", 16384), ("K80", 12288)], 1))
+        for j in (1, 2):
+            state.assign(JobSpec(j, 0, 1, 10_000.0, 50, 4000), (0,))
+        return state
+
+    args = ({1: 5000.0, 2: 5000.0}, {1: 1.7, 2: 1.7}, 30.0)
+    assert [m.to_gpus for m in policies.Gandiva().migrate(shared(), 0.0, *args)] == [(1,)]
+    assert [m.to_gpus for m in policies.Horus(w_speed=0).migrate(shared(), 0.0, *args)] == [(1,)]
+    assert policies.Horus().migrate(shared(), 0.0, *args) == []
