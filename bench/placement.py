@@ -100,8 +100,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--shapes", default="gavel,dense,philly,hetero",
                     help="trace sets for part (a): gavel (the 15 VCs), dense (each VC with arrivals "
                          "compressed x0.5, on the VC's own cluster), philly (3 windows of 1,000 Philly "
-                         "jobs, sizes from Philly, Gavel job types by seeded draw), hetero (each VC on as "
-                         "many GPUs in equal shares of V100, P100 and K80 nodes, as in Gavel); default all four")
+                         "jobs, sizes from Philly, Gavel job types by seeded draw), hetero (each VC on at least "
+                         "as many GPUs in equal shares of V100, P100 and K80 nodes, as in Gavel); default all four")
     ap.add_argument("--data", type=Path, default=ROOT / "data", help="data directory (default: repo data/)")
     ap.add_argument("--csv", type=Path, default=ROOT / "bench" / "out" / "placement.csv",
                     help="per-run CSV output (default bench/out/placement.csv)")

@@ -191,8 +191,8 @@ def heterogeneous_cluster_for_trace(jobs: list[JobSpec], *, gpus_per_node: int =
     """The nodes :func:`cluster_for_trace` gives, rounded up to a multiple of ``len(types)``,
     in equal shares of each GPU type (``(type, memory MiB)``, default Gavel's V100 / P100 /
     K80), node types in turn; more rounds of nodes only where a job's tasks would not all find
-    a GPU with their memory. So about the GPUs of the homogeneous V100 cluster, and slower
-    GPUs make the load higher: the setting Gavel's heterogeneity-aware policies were built for.
+    a GPU with their memory. So at least the GPUs of the homogeneous V100 cluster (up to three
+    times as many for a VC of one or two nodes), mostly slower ones.
     ``ValueError`` for an empty job list or a job whose tasks no type has the memory for."""
     rounds = -(-len({g.node for g in cluster_for_trace(jobs, gpus_per_node=gpus_per_node)}) // len(types))
     # and more rounds (one node of each type) where some job's tasks would not all find a GPU

@@ -37,8 +37,10 @@ seconds on the reference GPU type (V100: Gavel's traces are converted with its V
 throughputs). On another type it runs at ``isolated throughput on that type / isolated
 throughput on V100`` of its job type (Gavel's ``null`` entries; its scale factor's row, else
 scale factor 1's), or, for a job type Gavel did not measure, at the median of that ratio over
-the measured job types (``modelled``, counted in ``speed_sources``). A job spread over GPUs of
-several types runs at its slowest GPU's speed (synchronous data parallelism).
+the measured job types (``modelled``; results count job-seconds by source, ``speed_*_s``). A
+job spread over GPUs of several types runs at its slowest GPU's speed (synchronous data
+parallelism). Some ratios exceed 1 (a K80 runs Gavel's Recommendation job 1.5x as fast as a
+V100), so on a cluster without V100s a job can finish before its V100 duration.
 """
 from __future__ import annotations
 
