@@ -75,7 +75,7 @@ class SlidingWindowCounter(SimpleRateThrottle):
                 current, previous = self._count_on_cache(current_key, previous_key)
             if previous * (1.0 - elapsed) + current - 1 >= self.num_requests:
                 self._uncount(redis_client, current_key)
-                self.wait_s = self._wait(window, elapsed, previous, current - 1)
+                self.wait_s = self._wait(elapsed, previous, current - 1)
                 return False
         except CACHE_ERRORS as err:  # the cache's server is unreachable: let it through
             log.warning("throttle %s not applied: cache unavailable (%s: %s)", self.scope, type(err).__name__, err)
@@ -124,7 +124,7 @@ class SlidingWindowCounter(SimpleRateThrottle):
         else:
             self.cache.decr(current_key)
 
-    def _wait(self, window: int, elapsed: float, previous: int, current: int) -> float | None:
+    def _wait(self, elapsed: float, previous: int, current: int) -> float | None:
         """Seconds until the estimate falls below the limit with no new requests: the previous
         window's weight decays to ``(limit - current) / previous`` within this window, or not
         before the next one (then this window's count becomes the decaying one)."""
