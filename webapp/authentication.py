@@ -49,7 +49,10 @@ def token_with_user(key: str) -> Token | None:
     """The token whose key is ``key``, with its ``user`` loaded, or ``None``: what
     ``Token.objects.select_related("user").get(key=key)`` returns, from SQL the ORM compiles
     once per database (a sentinel stands for the key; the columns come back in the order of
-    the token's concrete fields, then the user's, as ``select_related`` selects them)."""
+    the token's concrete fields, then the user's, as ``select_related`` selects them).
+    ``key``: the header's token string; an empty, over-long (> 40 characters) or NUL-bearing
+    one finds nothing. Raises ``RuntimeError`` if the compiled SQL or its row does not have
+    the shape described (a Django or DRF upgrade changed it), and the database's errors."""
     from django.db import connections, router
 
     if not key or len(key) > Token._meta.get_field("key").max_length or "\x00" in key:
