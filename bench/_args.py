@@ -38,6 +38,25 @@ def check_torchvision_models(ap: argparse.ArgumentParser, models: str, flag: str
     return names
 
 
+def task_count(text: str) -> int:
+    """``--tasks`` value: a positive integer, or ``all`` (every task the model has: returned as a
+    count larger than any model's, which :func:`tuning.pipeline.select_tasks` reads as all).
+    Raises ``argparse.ArgumentTypeError`` (argparse's one-line error, exit 2) otherwise."""
+    if text.strip().lower() == "all":
+        return ALL_TASKS
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer or 'all', got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1 or 'all', got {n}")
+    return n
+
+
+# larger than any model's task count (resnet18 19, mobilenet_v2 33, densenet121 ~190)
+ALL_TASKS = 1_000_000
+
+
 def write_csv_rows(path: str | os.PathLike, rows: list[dict]) -> Path:
     """Write ``rows`` (dicts with the same keys; the first row's keys are the header) to ``path``,
     creating its folder; written to a temporary file first and renamed over ``path``, so a run

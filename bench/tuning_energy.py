@@ -74,6 +74,11 @@ latency_ratio  Trimmer / baseline of the tuned subset's latency, ``sum_i weight_
                interleaved, gave medians 6.5 % apart and lower quartiles 0.1 % apart
                (mobilenet_v2, seed 0, 2026-12-01). The subset's share of the end-to-end latency, not a
                full-model compile. The in-tuning numbers are reported too (``*_tuning_latency_s``).
+e2e_latency_ratio, baseline_vs_eager (``--tasks all`` only)
+               the whole model compiled with each arm's database (the product's final build) and
+               timed end to end with PyTorch eager, interleaved in one run (medians of 30 per
+               peer): Trimmer / baseline (the "equal latency" check: within 3 % or not), and the
+               baseline / eager (whether the budget reaches PyTorch). ``*_e2e_s`` are the medians.
 baseline_non_contributing_share
                share of the baseline's attributed energy spent on candidates that never improved
                their task's best (each join interval split equally over its candidates; see
@@ -255,7 +260,7 @@ def run_one(kind: str, model: str, args, work_dir: str, seed: int) -> dict:
         if "round" in msg:
             print(f"#   {model} {kind}: {msg}", file=sys.stderr, flush=True)
 
-    max_trials = args.tasks * args.rounds * args.batch
+    max_trials = args.tasks * args.rounds * args.batch  # main() resolves --tasks all to the model's count
     params = {"model": model, "target": "llvm", "num_threads": args.threads, "trials": max_trials,
               "trials_per_round": args.batch, "max_tasks": args.tasks, "runner": args.runner, "scheduler": kind,
               "cost_model": "xgb", "seed": seed, "options": options, "work_dir": work_dir,
@@ -312,6 +317,51 @@ def run_one(kind: str, model: str, args, work_dir: str, seed: int) -> dict:
 
 
 # ------------------------------------------------------------------ re-measurement (subprocess)
+def whole_model_tasks(model: str) -> int:
+    """How many tasks the product extracts from ``model`` for the LLVM target (with weight
+    prepacking, every CPU tuning's default): what ``--tasks all`` tunes. Imports the model as
+    the pipeline does (in a child process)."""
+    from tuning.backends.targets import make_target
+    from tuning.pipeline import extract_tasks, load_model, weight_prepack_for
+
+    target = make_target("llvm", 1)
+    return len(extract_tasks(load_model({"model": model}), target, weight_prepack_for({}, target)))
+
+
+def end_to_end(model: str, arm_dirs: dict[str, str], threads: int, repeats: int) -> dict[str, dict]:
+    """The whole model compiled with each arm's tuning database (the product's final build:
+    :func:`tuning.backends.frontends.build_with_database` on the pipeline's prepared module, as
+    ``manage.py tune`` builds the tuned model) and timed end to end beside PyTorch eager, all
+    interleaved (:func:`tuning.backends.latency.measure_interleaved`: every peer loaded in its own
+    subprocess with ``threads`` threads, rounds rotate the order). ``arm_dirs``: arm -> work dir
+    holding its database. Returns arm (and ``"eager"``) -> ``{"median_s", "p25_s", "p75_s", ...}``
+    (seconds per inference, batch 1). Raises ``RuntimeError`` when a peer failed to time."""
+    import tvm
+
+    from tuning.backends import database as dbmod
+    from tuning.backends.frontends import build_with_database, prepare_for_tuning
+    from tuning.backends.latency import measure_interleaved
+    from tuning.backends.targets import make_target
+    from tuning.pipeline import load_model, weight_prepack_for
+
+    loaded = load_model({"model": model})
+    target = make_target("llvm", threads)
+    prepack = weight_prepack_for({}, target)
+    prepared = prepare_for_tuning(loaded.mod, prepack)
+    peers = {}
+    for arm, d in arm_dirs.items():
+        lib = Path(d) / "whole_model.so"
+        build_with_database(prepared, tvm.target.Target(target), dbmod.open_database(d), prepack).export_library(str(lib))
+        peers[arm] = ("tvm", str(lib))
+    peers["eager"] = ("torch", model)
+    res = measure_interleaved(peers, loaded.input_shapes, loaded.input_dtypes, threads=threads, repeats=repeats,
+                              rounds=max(3, min(repeats, 6)))
+    failed = {k: v["error"] for k, v in res.items() if "error" in v}
+    if failed:
+        raise RuntimeError(f"{model}: end-to-end timing failed: {failed}")
+    return res
+
+
 def records_in_commit_order(work_dir: str) -> list:
     """Every tuning record of a MetaSchedule JSON database in ``work_dir``, in the order they were
     committed (= measured: ``AddToDatabase`` commits one record per candidate, failures with
@@ -431,6 +481,7 @@ def remeasure(arms: dict[str, dict], tasks: dict[str, dict], target: dict, args)
 # the re-measurement's estimator: the lower quartile of the repeats (see "latency_ratio" in the module doc)
 ESTIMATOR = "p25_s"
 ORACLE_TOLERANCE = 0.03  # the issue's "final latency within 3 %", for oracle_* (see the module doc)
+E2E_REPEATS = 30  # end-to-end timings per peer with --tasks all (interleaved over 6 rounds)
 PATIENCE_SWEEP = (2, 3, 4, 5, 6, 8)  # patiences replayed on the baseline's rounds (replay_patience_sweep)
 # the arms each --mode tunes, in order ("gradient" first: the replay, oracle and ratios refer to it)
 ARMS = {"compare": ("gradient", "trimmer"), "baseline": ("gradient",), "aa": ("gradient", "gradient_aa")}
@@ -565,9 +616,13 @@ def gmean(vals) -> Optional[float]:
 
 
 def main() -> None:
+    from _args import ALL_TASKS, task_count
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="resnet18,mobilenet_v2")
-    ap.add_argument("--tasks", type=int, default=1, help="heaviest tasks per model (fixed subset)")
+    ap.add_argument("--tasks", type=task_count, default=1,
+                    help="heaviest tasks per model (fixed subset), or 'all': the whole model, whose tuned "
+                         "builds are then also timed end to end beside PyTorch eager")
     ap.add_argument("--rounds", type=int, default=32, help="per-task round budget on average (same for both)")
     ap.add_argument("--batch", type=int, default=16, help="candidates per round")
     ap.add_argument("--patience", type=int, default=3, help="Trimmer's patience (SPEC default 3)")
@@ -607,7 +662,7 @@ def main() -> None:
     if args.remeasure_child:
         _remeasure_child(args.remeasure_child)
         return
-    for name in ("tasks", "rounds", "batch", "patience", "threads", "search_threads", "repeats", "builder_workers",
+    for name in ("rounds", "batch", "patience", "threads", "search_threads", "repeats", "builder_workers",
                  "min_repeat_ms"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be >= 1")
@@ -647,14 +702,18 @@ def main() -> None:
     load0 = os.getloadavg()
     ratio = lambda a, c: (a / c) if (a is not None and c) else None  # noqa: E731
     # seeds outside, models inside: a run stopped early has every model at the seeds it finished
+    whole = args.tasks == ALL_TASKS
+    model_tasks = {m: whole_model_tasks(m) for m in models} if whole else {m: args.tasks for m in models}
     for seed in seeds:
         for model in models:
             res, dirs, first, first_s = {}, {}, {}, {}
+            e2e = None
             try:
+                margs = argparse.Namespace(**{**vars(args), "tasks": model_tasks[model]})
                 for arm in ARMS[args.mode]:
                     kind = ARM_SCHEDULER[arm]
                     dirs[arm] = tempfile.mkdtemp(prefix=f"bench-{model}-{arm}-")
-                    res[arm] = run_one(kind, model, args, dirs[arm], seed)
+                    res[arm] = run_one(kind, model, margs, dirs[arm], seed)
                     if arm == "gradient":  # the tasks the pipeline tuned (heaviest first by weight x FLOP)
                         tasks = {str(t["workload_hash"]): {"name": str(t["name"]), "weight": float(t["weight"]),
                                                            "mflop": float(t["flop_count"]) / 1e6}
@@ -673,6 +732,13 @@ def main() -> None:
                 # the replay reads the baseline's database: replay_latency compares record indices
                 arms["replay"] = {"work_dir": dirs["gradient"], "limits": limits}
                 lat = remeasure(arms, tasks, target, args)
+                if whole:  # the model a user gets, per arm, beside PyTorch eager
+                    try:
+                        e2e = end_to_end(model, dirs, args.threads, E2E_REPEATS)
+                    except Exception as err:  # keep the tuned arms' figures; say why e2e is missing
+                        print(f"# {model} seed {seed} end to end FAILED: {err}", file=sys.stderr, flush=True)
+                    else:
+                        print(f"# {model} seed {seed} end to end: {json.dumps(e2e)}", file=sys.stderr, flush=True)
             finally:
                 for d in dirs.values():
                     shutil.rmtree(d, ignore_errors=True)
@@ -713,7 +779,15 @@ def main() -> None:
                 "replay_patience_sweep": sweep_text(rp["patience_sweep"]),
                 "energy_source": b["energy_source"], "energy_measured": b["energy_measured"],
             }
+            if e2e is not None:
+                row["eager_e2e_s"] = e2e["eager"]["median_s"]
+                row["baseline_e2e_s"] = e2e["gradient"]["median_s"]
+                row["baseline_vs_eager"] = ratio(e2e["gradient"]["median_s"], e2e["eager"]["median_s"])
             for arm, prefix in (("trimmer", "trimmer"), ("gradient_aa", "aa")):
+                if e2e is not None and arm in e2e:
+                    row[f"{prefix}_e2e_s"] = e2e[arm]["median_s"]
+                    row["e2e_latency_ratio" if arm == "trimmer" else "aa_e2e_latency_ratio"] = ratio(
+                        e2e[arm]["median_s"], e2e["gradient"]["median_s"])
                 if arm not in res:
                     continue
                 o = res[arm]
@@ -775,16 +849,19 @@ def main() -> None:
         "replay_patience_sweep",
         "remeasure_noise_ratio", "remeasure_noise_ratio_median",
         "aa_energy_ratio", "aa_latency_ratio", "aa_latency_ratio_median", "aa_tuning_latency_ratio",
-        "aa_first_round_same", "aa_first_round_time_ratio", "aa_replay_patience_sweep", "aa_oracle_rounds", "aa_oracle_energy_ratio")
+        "aa_first_round_same", "aa_first_round_time_ratio", "aa_replay_patience_sweep", "aa_oracle_rounds", "aa_oracle_energy_ratio",
+        "eager_e2e_s", "baseline_e2e_s", "trimmer_e2e_s", "aa_e2e_s", "baseline_vs_eager", "e2e_latency_ratio",
+        "aa_e2e_latency_ratio")
     # geometric means over every (model, seed) row, of the ratios this --mode produced
     means = {k: gmean(r.get(k) for r in rows) for k in (
         "energy_ratio", "wall_ratio", "latency_ratio", "latency_ratio_median", "replay_energy_ratio",
         "replay_latency_ratio", "oracle_energy_ratio", "remeasure_noise_ratio", "remeasure_noise_ratio_median",
-        "aa_energy_ratio", "aa_wall_ratio", "aa_latency_ratio", "aa_latency_ratio_median", "aa_tuning_latency_ratio")
+        "aa_energy_ratio", "aa_wall_ratio", "aa_latency_ratio", "aa_latency_ratio_median", "aa_tuning_latency_ratio",
+        "e2e_latency_ratio", "aa_e2e_latency_ratio", "baseline_vs_eager")
         if any(k in r for r in rows)}
     summary = {
         "bench": "tuning_energy", "mode": args.mode, "target": target, "runner": args.runner,
-        "tasks_per_model": args.tasks, "rounds": args.rounds, "batch": args.batch, "seeds": seeds,
+        "tasks_per_model": model_tasks, "rounds": args.rounds, "batch": args.batch, "seeds": seeds,
         "patience": args.patience, "min_task_improvement": args.min_task_improvement,
         "preempt_warmup": args.preempt_warmup, "search_threads": args.search_threads, "repeats": args.repeats,
         "doppler_estimator": args.estimator, "screen_repeats": args.screen_repeats,

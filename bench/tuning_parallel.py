@@ -15,9 +15,11 @@ warm-up of its workers). The pipeline's own whole-model measurement is skipped
 (``TuningHooks(measure_model=False)``): instead the bench imports and extracts the model once
 with the pipeline's functions, compiles it with each arm's database and times both arms
 alternately (A B B A) in fresh subprocesses (median of ``--repeats`` runs), and times the tuned
-subset's kernels of both arms interleaved in one subprocess. Figures: total tuning wall-time
-ratio (doppler / local), measurement-phase ratio, final latency ratio (end to end and subset),
-the split for both, DOPpler's DOP trajectory.
+subset's kernels of both arms interleaved in one subprocess. PyTorch eager is timed in the same
+passes (``eager_median_s``, ``local_vs_eager``, ``doppler_vs_eager``): whether the budget reaches
+it. Figures: total tuning wall-time ratio (doppler / local), measurement-phase ratio, final
+latency ratio (end to end and subset), the split for both, DOPpler's DOP trajectory.
+``--tasks all`` tunes every task of the model (the whole-model comparison of issue 20).
 
 Prints ONE JSON line and writes a CSV (one row per model x runner) to ``--out``.
 Example: ``nice -n 10 python bench/tuning_parallel.py --models resnet18,mobilenet_v2 --tasks 2
@@ -87,8 +89,9 @@ def tune_once(runner_name: str, model_name: str, expected_hashes: list[str], thr
         seen["total_s"] = start.meter.read().seconds
         seen["engine"] = start.runner.engine.summary() if hasattr(start.runner, "engine") else None
 
-    params = {"model": model_name, "target": "llvm", "num_threads": threads, "trials": args.trials * args.tasks,
-              "max_trials_per_task": args.trials, "trials_per_round": args.trials_per_round, "max_tasks": args.tasks,
+    n_tasks = len(expected_hashes)  # the parent's selection (``--tasks all``: every task)
+    params = {"model": model_name, "target": "llvm", "num_threads": threads, "trials": args.trials * n_tasks,
+              "max_trials_per_task": args.trials, "trials_per_round": args.trials_per_round, "max_tasks": n_tasks,
               "runner": runner_name, "scheduler": "round-robin", "cost_model": "xgb", "seed": args.seed,
               "options": options, "work_dir": str(work_dir), "lock_dir": str(work_dir.parent / f"{work_dir.name}-locks")}
     rows = Collect()
@@ -186,7 +189,7 @@ def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Refuse bad values before anything is tuned (``ap.error``: one line, exit 2)."""
     from _args import check_out_path, check_torchvision_models
 
-    for name in ("tasks", "trials", "trials_per_round", "repeats"):
+    for name in ("trials", "trials_per_round", "repeats"):  # --tasks: checked by its type
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.threads is not None and args.threads < 1:
@@ -215,9 +218,12 @@ def _check_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from _args import ALL_TASKS, task_count
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="resnet18,mobilenet_v2")
-    ap.add_argument("--tasks", type=int, default=1, help="heaviest tasks per model (weight x FLOP)")
+    ap.add_argument("--tasks", type=task_count, default=1,
+                    help="heaviest tasks per model (weight x FLOP), or 'all' for the whole model")
     ap.add_argument("--trials", type=int, default=64, help="trials per task")
     ap.add_argument("--trials-per-round", type=int, default=16)
     ap.add_argument("--threads", type=int, default=None, help="measurement threads (default: all cores)")
@@ -250,7 +256,8 @@ def main(argv: list[str] | None = None) -> None:
     target = make_target("llvm", threads)
     load1 = os.getloadavg()[0]
     rows, summary = [], {"target": target, "threads": threads, "trials_per_task": args.trials,
-                         "trials_per_round": args.trials_per_round, "seed": args.seed, "tasks_per_model": args.tasks,
+                         "trials_per_round": args.trials_per_round, "seed": args.seed,
+                         "tasks_per_model": "all" if args.tasks == ALL_TASKS else args.tasks,
                          "loadavg_1m_start": load1, "models": {}}
     root = Path(tempfile.mkdtemp(prefix="bench-doppler-"))
     for name in [m for m in args.models.split(",") if m]:
@@ -275,13 +282,19 @@ def main(argv: list[str] | None = None) -> None:
             kernels[runner_name] = build_best_kernels(db, extracted, selected, target, root / name / f"{runner_name}-kernels")
             res[runner_name] = r
         # final latency: same procedure for both arms, alternating (A B B A) against load drift
+        # and PyTorch eager (the same procedure, between the arms) as the bar the budget must reach
         e2e = {k: [] for k in order}
+        eager = []
         subset = {k: [] for k in order}
         for pass_order in (order, order[::-1]):
-            for runner_name in pass_order:
+            for j, runner_name in enumerate(pass_order):
                 lat = measure_in_subprocess("tvm", str(libs[runner_name]), model.input_shapes, model.input_dtypes,
                                             threads=threads, repeats=args.repeats, device="cpu")
                 e2e[runner_name].append(lat["median_s"])
+                if j == 0:
+                    eager.append(measure_in_subprocess("torch", name, model.input_shapes, model.input_dtypes,
+                                                       threads=threads, repeats=args.repeats,
+                                                       device="cpu")["median_s"])
             # tuned subset: both arms' kernels in one subprocess, interleaved
             meds = time_kernels([kernels[rn] for rn in pass_order], threads, args.repeats)
             for runner_name, med in zip(pass_order, meds):
@@ -313,6 +326,9 @@ def main(argv: list[str] | None = None) -> None:
             "build_ratio": dop["build_seconds"] / loc["build_seconds"] if loc["build_seconds"] else None,
             "search_ratio": dop["search_seconds"] / loc["search_seconds"] if loc["search_seconds"] else None,
             "latency_ratio_e2e": dop["latency_median_s"] / loc["latency_median_s"],
+            "eager_median_s": sum(eager) / len(eager), "eager_passes_s": eager,
+            "local_vs_eager": loc["latency_median_s"] / (sum(eager) / len(eager)),
+            "doppler_vs_eager": dop["latency_median_s"] / (sum(eager) / len(eager)),
             "latency_ratio_subset": dop["subset_weighted_s"] / loc["subset_weighted_s"] if loc["subset_weighted_s"] else None,
             "local": {k: loc[k] for k in keys},
             "doppler": {k: dop[k] for k in keys} | {"dop_per_round": dop["dop_per_round"], "engine": dop["engine"]},
