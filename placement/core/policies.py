@@ -119,6 +119,14 @@ class Policy(ABC):
     queue_window: int | None = None  # a policy that only looks at the N oldest jobs says so
     migrates = False  # un-shares co-located jobs onto idle GPUs (simulator only)
 
+    @property
+    def migrates_across_types(self) -> bool:
+        """Whether :meth:`migrate` may also move a job that shares nothing, from a GPU type it
+        believes slower onto an idle faster one (the simulator then passes every running job's
+        remaining work, not only co-located jobs'). Default False: the baselines' papers migrate
+        only to un-share."""
+        return False
+
     @abstractmethod
     def place(self, queue: Sequence[JobSpec], state: ClusterState, now: float,
               rng: np.random.Generator) -> list[Placement]:
@@ -138,7 +146,8 @@ class Policy(ABC):
         (for Gavel traces this is known to the scheduler: the job's step count is in its
         command and its isolated throughput is measured; for Philly it is the logged duration,
         an oracle as for SJF); ``slowdown``: job_id -> its current slowdown factor (>= 1);
-        both given for (at least) every running job with a task on a GPU it shares.
+        both given for (at least) every running job with a task on a GPU it shares (every
+        running job when :attr:`migrates_across_types`).
         ``cost_s``: checkpoint/restore time the move costs the job (it makes no progress
         for ``cost_s`` after moving). Returns migrations to apply in order (no job twice,
         destinations idle or the job's own unshared GPUs, memory never exceeded); ``[]``
@@ -154,10 +163,15 @@ class Policy(ABC):
         it spans now. A GPU taken by one move is not idle for the next; a job left alone by
         its partner's move is no longer a candidate. For a policy that weighs GPU types (Horus
         with ``w_speed`` > 0) on a cluster of mixed types, the new GPUs are the fastest idle
-        ones and the move must still pay with their believed type slowness
+        ones and the move must pay with their believed type slowness
         (:func:`type_slowness`): ``W * s * (1 + slowness now) > cost_s + W * (1 + slowness
         there)``, ``s`` being the co-location slowdown alone (the simulator passes the world's
-        interference, never its per-type speed).
+        interference, never its per-type speed); with ``s`` = 1 and both slownesses 0 this is the
+        rule above. Such a policy (:attr:`migrates_across_types`) also moves a job that shares
+        nothing when that inequality holds: a long job started on a slow type while the fast
+        GPUs were busy moves to one that freed (Gavel, Narayanan et al., OSDI 2020, section 3,
+        re-allocates jobs across GPU types as they come and go; here only onto idle GPUs, by
+        belief, never preempting). Saving = left side minus right side.
         """
         if cost_s < 0:
             raise ValueError(f"migration cost must be >= 0 s, got {cost_s}")
@@ -166,11 +180,29 @@ class Policy(ABC):
         idle = state.ntasks == 0
         if not idle.any():
             return []
+        # believed extra run time of each GPU's type (0: homogeneous), for policies that weigh
+        # GPU types (Horus's ``w_speed`` > 0); the baselines migrate as their papers do, type-blind
+        slow = type_slowness(state) if getattr(self, "w_speed", 0.0) > 0 else np.zeros(state.n_gpus)
+        across = self.migrates_across_types and bool(slow.any())
+        slow_l = slow.tolist()
+        idle_slow, idle_cap = slow[idle], state.capacity[idle]
         ranked = []
         for jid, w in remaining.items():
-            if jid not in state.running:
+            run = state.running.get(jid)
+            if run is None:
                 continue
-            saving = w * (slowdown.get(jid, 1.0) - 1.0) - cost_s
+            s = slowdown.get(jid, 1.0)
+            if across:  # the saving on the fastest idle type that can hold the job
+                here = max(slow_l[g] for g in run[1])
+                fits = idle_cap >= run[0].memory_mib
+                if not fits.any():
+                    continue
+                there = min(here, float(idle_slow[fits].min()))
+                if s == 1.0 and there >= here:
+                    continue  # shares nothing and nothing faster is idle
+                saving = w * (s * (1.0 + here) - (1.0 + there)) - cost_s
+            else:  # the rule above, exactly as written (homogeneous clusters, type-blind policies)
+                saving = w * (s - 1.0) - cost_s
             if saving > 0:
                 ranked.append((-saving, jid))
         if not ranked:
@@ -178,18 +210,16 @@ class Policy(ABC):
         ranked.sort()
         scratch = state.copy()
         out: list[Migration] = []
-        # believed extra run time of each GPU's type (0: homogeneous), for policies that weigh
-        # GPU types (Horus's ``w_speed`` > 0); the baselines migrate as their papers do, type-blind
-        slow = type_slowness(state) if getattr(self, "w_speed", 0.0) > 0 else np.zeros(state.n_gpus)
         for neg_saving, jid in ranked:
             job, gpus = scratch.running[jid]
             cur = np.fromiter(gpus, dtype=np.int64)
-            if not np.any(scratch.ntasks[cur] > 1):
+            shares = bool(np.any(scratch.ntasks[cur] > 1))
+            if not shares and not across:
                 continue  # no longer shares a GPU
             own = cur[scratch.ntasks[cur] == 1]
             free = np.flatnonzero((scratch.ntasks == 0) & (scratch.capacity >= job.memory_mib))
             if len(free) == 0:
-                break
+                continue  # none idle with its memory (a job needing less may still move)
             free = free[np.argsort(slow[free], kind="stable")]  # fastest type first
             cand = np.concatenate([own, free])
             if len(cand) < job.num_gpus:
@@ -201,12 +231,16 @@ class Policy(ABC):
                 new = _fewest_nodes(scratch, cand, cost, job.num_gpus)
                 if new is None or len(np.unique(scratch.node[list(new)])) > len(np.unique(scratch.node[cur])):
                     continue
-            # on a cluster of mixed types the new GPUs may be slower (belief: type_slowness):
-            # the move pays only if W * s * (1 + slowness now) > cost_s + W * (1 + theirs)
+            if set(new) == set(gpus):
+                continue  # nowhere better to go
+            # on a cluster of mixed types the new GPUs may be slower or faster (belief:
+            # type_slowness): the move pays only if W * s * (1 + slowness now) > cost_s + W * (1 +
+            # theirs) (s = 1 for a job that shares nothing any more)
             dest, here = float(slow[list(new)].max()), float(slow[cur].max())
-            if dest > here and (remaining[jid] * slowdown.get(jid, 1.0) * (1.0 + here)
-                                <= cost_s + remaining[jid] * (1.0 + dest)):
-                continue
+            if across or dest > here:
+                s_now = slowdown.get(jid, 1.0) if shares else 1.0
+                if remaining[jid] * (s_now * (1.0 + here) - (1.0 + dest)) - cost_s <= 0:
+                    continue
             scratch.move(jid, new)
             out.append(Migration(jid, gpus, new, -neg_saving, {
                 "policy": self.name, "remaining_s": round(float(remaining[jid]), 1),
@@ -483,6 +517,12 @@ class Horus(Policy):
         ``end_at`` counts 0)."""
         left = float(np.nan_to_num(state.end_at - now, nan=0.0).clip(0, None).sum())
         return now + (left + sum(j.planned * j.num_gpus for j in queue)) / state.n_gpus
+
+    @property
+    def migrates_across_types(self) -> bool:
+        """True when Horus migrates and weighs GPU types (``w_speed`` > 0): it then also moves
+        unshared jobs from a believed-slower type onto idle faster GPUs (:meth:`Policy.migrate`)."""
+        return self.migrates and self.w_speed > 0
 
     def candidates(self, job, state, now):
         """Feasible GPUs (memory, ``k_max``); with ``protect_critical``, not an occupied GPU

@@ -220,6 +220,8 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
                                   + "; ".join(_describe(j, state.capacity) for j in bad[:10])
                                   + ("; ..." if len(bad) > 10 else ""), [(j.job_id, j.model) for j in bad])
     runs = {j.job_id: _Run(j) for j in jobs}
+    # a policy that weighs GPU types may move unshared jobs to faster idle GPUs (mixed clusters only)
+    across_types = policy.migrates and policy.migrates_across_types and len({g.gpu_type for g in gpus}) > 1
     heap: list = []
     planned_ends: list = []  # (projected isolated finish, job id, run version), see overrun()
     seq = 0
@@ -299,21 +301,25 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
     def migrate(now: float) -> set[int]:
         """Ask the policy to un-share jobs onto idle GPUs; apply its moves. Returns GPUs touched."""
         nonlocal seq
-        shared = np.flatnonzero(state.ntasks > 1)
-        if len(shared) == 0 or not np.any(state.ntasks == 0):
+        if not np.any(state.ntasks == 0):
+            return set()
+        if across_types:  # every running job may move to a faster idle GPU
+            movable = list(state.running)
+        else:  # jobs on a shared GPU
+            movable = [jid for g in np.flatnonzero(state.ntasks > 1) for jid in on_gpu[g]]
+        if not movable:
             return set()
         remaining: dict[int, float] = {}
         slowdown: dict[int, float] = {}
-        for g in shared:
-            for jid in on_gpu[g]:
-                if jid not in remaining:
-                    r = runs[jid]
-                    ran = max(now - max(r.last, r.resume_at), 0.0)
-                    done = r.job.duration - (r.remaining - ran * r.rate)
-                    remaining[jid] = expected_remaining_s(r.job.planned, done)
-                    # what co-location costs it (observed), not its GPUs' type speed: the
-                    # policy weighs types with its own belief (policies.type_slowness)
-                    slowdown[jid] = r.interference
+        for jid in movable:
+            if jid not in remaining:
+                r = runs[jid]
+                ran = max(now - max(r.last, r.resume_at), 0.0)
+                done = r.job.duration - (r.remaining - ran * r.rate)
+                remaining[jid] = expected_remaining_s(r.job.planned, done)
+                # what co-location costs it (observed), not its GPUs' type speed: the
+                # policy weighs types with its own belief (policies.type_slowness)
+                slowdown[jid] = r.interference
         touched: set[int] = set()
         for m in policy.migrate(state, now, remaining, slowdown, migration_cost_s):
             r = runs[m.job_id]

@@ -168,3 +168,80 @@ def test_baselines_and_type_blind_horus_migrate_as_before():
     assert [m.to_gpus for m in policies.Gandiva().migrate(shared(), 0.0, *args)] == [(1,)]
     assert [m.to_gpus for m in policies.Horus(w_speed=0).migrate(shared(), 0.0, *args)] == [(1,)]
     assert policies.Horus().migrate(shared(), 0.0, *args) == []
+
+
+def _lone_job_on_a_k80(w_speed: float = 1.0):
+    """GPU 0: a K80 holding job 1 alone; GPU 1: an idle V100."""
+    state = ClusterState([GPUSpec(0, 0, "K80", 12288.0), GPUSpec(1, 1, "V100", 16384.0)])
+    state.assign(JobSpec(1, 0, 1, 10_000.0, 50, 4000), (0,))
+    return state
+
+
+def test_horus_moves_a_lone_job_from_a_slow_type_to_an_idle_fast_gpu_when_it_pays():
+    # belief: K80 slowness 15.7 / 4.37 - 1 = 2.593. 10,000 s left: 10,000 x 3.593 > 30 + 10,000,
+    # saving 35,927 - 10,030 = 25,897 s
+    (m,) = policies.Horus().migrate(_lone_job_on_a_k80(), 0.0, {1: 10_000.0}, {1: 1.0}, 30.0)
+    assert (m.job_id, m.from_gpus, m.to_gpus) == (1, (0,), (1,))
+    assert m.saving_s == pytest.approx(10_000.0 * 15.7 / 4.37 - 10_030.0)
+    # 10 s left: 35.9 <= 30 + 10, the move does not pay
+    assert policies.Horus().migrate(_lone_job_on_a_k80(), 0.0, {1: 10.0}, {1: 1.0}, 30.0) == []
+    # type-blind Horus, Horus without migration and Gandiva never move a job that shares nothing
+    assert policies.Horus(w_speed=0).migrate(_lone_job_on_a_k80(), 0.0, {1: 10_000.0}, {1: 1.0}, 30.0) == []
+    assert policies.Horus(migrate=False).migrate(_lone_job_on_a_k80(), 0.0, {1: 10_000.0}, {1: 1.0}, 30.0) == []
+    assert policies.Gandiva().migrate(_lone_job_on_a_k80(), 0.0, {1: 10_000.0}, {1: 1.0}, 30.0) == []
+
+
+def test_a_lone_job_never_moves_to_a_slower_or_equal_type():
+    fast = ClusterState([GPUSpec(0, 0, "V100", 16384.0), GPUSpec(1, 1, "K80", 12288.0), GPUSpec(2, 2, "V100", 16384.0)])
+    fast.assign(JobSpec(1, 0, 1, 10_000.0, 50, 4000), (0,))
+    assert policies.Horus().migrate(fast, 0.0, {1: 10_000.0}, {1: 1.0}, 30.0) == []
+
+
+def test_a_job_started_on_a_k80_moves_to_the_v100_that_frees_in_simulation(tables):
+    # A (estimate 1e6 s, really 1,000 s, 15 GiB: nobody shares its GPU) takes the V100 at t=0.
+    # B (ResNet-50, 20,000 s) arrives at t=1: the V100 is believed busy until 1e6, so B starts
+    # on the K80 (it would wait if the V100 were believed to free soon). At t=1,000 A ends; B has
+    # done 999 x r s of work (r: the world's K80 / V100 ratio for ResNet-50), moves (30 s pause)
+    # and ends at 1,030 + 20,000 - 999 r. Without migration it ends at 1 + 20,000 / r.
+    from placement.core import simulator
+
+    gpus = [GPUSpec(0, 0, "V100", 16384.0), GPUSpec(1, 1, "K80", 12288.0)]
+    jobs = [JobSpec(0, 0.0, 1, 1000.0, 50, 15000, "ResNet-18", 16, estimate=1e6),
+            JobSpec(1, 1.0, 1, 20_000.0, 50, 4000, "ResNet-50", 64)]
+    r_k80, label = tables.world.speed(jobs[1], "K80")
+    assert label == "measured" and r_k80 < 0.5
+    moved = {o.job_id: o for o in simulator.simulate(jobs, gpus, policies.Horus(), tables.world,
+                                                     migration_cost_s=30.0).jobs}
+    stayed = {o.job_id: o for o in simulator.simulate(jobs, gpus, policies.Horus(migrate=False), tables.world,
+                                                      migration_cost_s=30.0).jobs}
+    assert moved[1].migrations == 1 and moved[1].gpu_ids == (0,)
+    assert moved[1].finish == pytest.approx(1030.0 + 20_000.0 - 999.0 * r_k80)
+    assert stayed[1].migrations == 0 and stayed[1].finish == pytest.approx(1.0 + 20_000.0 / r_k80)
+
+
+def test_homogeneous_migration_savings_are_the_plain_rule_to_the_last_digit():
+    # on one GPU type every migrating policy ranks by W (s - 1) - cost exactly as before the
+    # type terms existed: job 2's 250 x 0.54 - 30 = 105.0 beats job 1's 900 x 0.15 - 30
+    # (104.99999999999991 in floating point; 105.0 if the type terms were added as 1.0 + 0.0)
+    rem, sd = {1: 900.0, 2: 250.0, 3: 100.0, 4: 100.0}, {1: 1.15, 2: 1.54, 3: 1.0, 4: 1.0}
+    want = max((w * (sd[j] - 1.0) - 30.0, -j) for j, w in rem.items())
+    assert -want[1] == 2 and want[0] == 105.0
+    for policy in (policies.Gandiva(), policies.Horus(), policies.Horus(w_speed=0)):
+        state = ClusterState(homogeneous_cluster(1, 3))
+        for jid, g in ((1, 0), (3, 0), (2, 1), (4, 1)):
+            state.assign(JobSpec(jid, 0, 1, 10_000.0, 50, 1000), (g,))
+        (m,) = policy.migrate(state, 0.0, rem, sd, 30.0)
+        assert (m.job_id, m.to_gpus, m.saving_s) == (2, (2,), want[0])
+
+
+def test_a_job_that_fits_no_idle_gpu_does_not_stop_the_next_move():
+    # job 1 (20 GiB, shares a 32 GiB V100) ranks first but no idle GPU holds it; job 3, alone on
+    # a K80, still moves to the idle P100: saving 10,000 (15.7 / 4.37 - 15.7 / 9.3) - 30
+    state = ClusterState([GPUSpec(0, 0, "V100M32", 32768.0), GPUSpec(1, 1, "K80", 12288.0),
+                          GPUSpec(2, 2, "P100", 16384.0)])
+    state.assign(JobSpec(1, 0, 1, 1e6, 50, 20000), (0,))
+    state.assign(JobSpec(2, 0, 1, 1e6, 50, 4000), (0,))
+    state.assign(JobSpec(3, 0, 1, 1e6, 50, 4000), (1,))
+    (m,) = policies.Horus().migrate(state, 0.0, {1: 1e5, 2: 10.0, 3: 1e4}, {1: 2.0, 2: 2.0, 3: 1.0}, 30.0)
+    assert (m.job_id, m.to_gpus) == (3, (2,))
+    assert m.saving_s == pytest.approx(1e4 * (15.7 / 4.37 - 15.7 / 9.3) - 30.0)
