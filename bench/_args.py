@@ -34,7 +34,7 @@ def check_torchvision_models(ap: argparse.ArgumentParser, models: str, flag: str
         ap.error(f"{flag} is empty")
     unknown = [m for m in names if m not in torchvision.models.list_models()]
     if unknown:
-        ap.error(f"unknown torchvision models {unknown}")
+        ap.error(f"{flag}: unknown torchvision models {unknown}")
     return names
 
 

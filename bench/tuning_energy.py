@@ -12,7 +12,7 @@ selection, LLVM target, registry runner and scheduler, tune contexts and per-rou
 with options checked by the product's validator. The benchmark looks in through
 :class:`tuning.pipeline.TuningHooks` (an observing energy ledger as an extra measure callback,
 the meter read around ``tune_tasks``) and skips the pipeline's whole-model measurement (the
-arms' kernels are re-measured together instead, below). A full model (about 20 tasks, each needing hundreds of trials to plateau) does not
+arms' kernels are re-measured together instead, below). A full model (resnet18 19 tasks, mobilenet_v2 33, each needing hundreds of trials to plateau; ``--tasks all``) does not
 fit in an hour on this shared 2-core machine (one round of 16 candidates of a resnet18
 convolution takes about 26 s here), so the benchmark tunes a **documented fixed subset**: the
 ``--tasks`` heaviest tasks by ``weight * FLOP`` (default 1: the model's heaviest task, so that

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -242,14 +243,8 @@ def main(argv: list[str] | None = None) -> None:
     import django
 
     django.setup()
-    import tvm
-    import tvm_ffi
-
     from tuning.backends.components import set_num_threads
-    from tuning.backends.frontends import build_with_database, prepare_for_tuning
-    from tuning.backends.latency import measure_in_subprocess
     from tuning.backends.targets import available_cores, make_target
-    from tuning.pipeline import extract_tasks, load_model, select_tasks, weight_prepack_for
 
     threads = args.threads or available_cores()
     set_num_threads(threads)
@@ -260,7 +255,28 @@ def main(argv: list[str] | None = None) -> None:
                          "tasks_per_model": "all" if args.tasks == ALL_TASKS else args.tasks,
                          "loadavg_1m_start": load1, "models": {}}
     root = Path(tempfile.mkdtemp(prefix="bench-doppler-"))
-    for name in [m for m in args.models.split(",") if m]:
+    try:
+        _run_models(args, root, threads, target, rows, summary)
+    finally:  # the arms' databases and libraries (tens of MB per model) are not results
+        shutil.rmtree(root, ignore_errors=True)
+    summary["loadavg_1m_end"] = os.getloadavg()[0]
+    from _args import write_csv_rows
+
+    write_csv_rows(args.out, rows)
+    print(json.dumps(summary, default=str))
+
+
+def _run_models(args, root: Path, threads: int, target, rows: list, summary: dict) -> None:
+    """Tune and time every ``--models`` model (both arms), appending its CSV rows to ``rows``
+    and its figures to ``summary["models"]``; work files under ``root``."""
+    import tvm
+    import tvm_ffi
+
+    from tuning.backends.frontends import build_with_database, prepare_for_tuning
+    from tuning.backends.latency import measure_in_subprocess
+    from tuning.pipeline import extract_tasks, load_model, select_tasks, weight_prepack_for
+
+    for name in [m.strip() for m in args.models.split(",") if m.strip()]:
         model = load_model({"model": name})  # the product's import (in a child process)
         prepack = weight_prepack_for({}, target)  # the product's default, the same tasks for both arms
         extracted = extract_tasks(model, target, prepack)  # the product's extraction and selection
@@ -268,7 +284,7 @@ def main(argv: list[str] | None = None) -> None:
         tvm_target = tvm.target.Target(target)
         selected = select_tasks(extracted, args.tasks)
         res, libs, kernels = {}, {}, {}
-        order = [r for r in args.order.split(",") if r]
+        order = [r.strip() for r in args.order.split(",") if r.strip()]
         if sorted(order) != ["doppler", "local"]:
             raise SystemExit(f"--order must name local and doppler once each, not {args.order!r}")
         hashes = [str(int(tvm_ffi.structural_hash(extracted[i].dispatched[0])) & 0xFFFFFFFFFFFFFFFF) for i in selected]
@@ -335,11 +351,6 @@ def main(argv: list[str] | None = None) -> None:
         }
         # partial result per model (stderr), so a long run that is stopped still reports
         print(json.dumps({"model": name, **summary["models"][name]}, default=str), file=sys.stderr, flush=True)
-    summary["loadavg_1m_end"] = os.getloadavg()[0]
-    from _args import write_csv_rows
-
-    write_csv_rows(args.out, rows)
-    print(json.dumps(summary, default=str))
 
 
 if __name__ == "__main__":
