@@ -460,8 +460,10 @@ class Horus(Policy):
     * ``w_speed`` (default 1): on a cluster of mixed GPU types, the cost gains
       ``w_speed * type_slowness`` (:func:`type_slowness`: the extra run time a GPU's type is
       believed to cost against the cluster's fastest, from datasheet peak FLOPS, never the
-      world), so a job goes to a slower type only when the faster ones are taken or loaded.
-      Zero on a homogeneous cluster.
+      world), so a job goes to a slower type only when the faster ones are taken or loaded;
+      it waits for a faster type when believed to finish sooner (:meth:`_better_to_wait`), and
+      with ``migrate`` a job on a slower type moves to an idle faster GPU when the move pays
+      (:meth:`Policy.migrate`, :attr:`migrates_across_types`). Zero on a homogeneous cluster.
     * ``protect_critical`` (default on): slack-based protection of the critical path, as in
       critical-path scheduling. A co-location of a job ``N`` (isolated duration ``d``) onto an
       occupied GPU ``g`` delays its residents by at most about the overlap,
