@@ -91,6 +91,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--w-speed", type=float, default=None,
                     help="weight of a GPU type's believed slowness in horus's and horus+'s cost (0: "
                          "type-blind, and no waiting for a faster type; default: the policy's own, 1)")
+    ap.add_argument("--w-gang", type=float, default=None,
+                    help="weight of the gang term in horus's and horus+'s cost (the GPUs of the resident "
+                         "jobs that a co-location also slows; 0: the paper's cost; default: the policy's own, 1)")
     ap.add_argument("--lookahead", type=int, default=None,
                     help="horus's look-ahead window, jobs (default: horus's own, 256; horus+ keeps its 64)")
     ap.add_argument("--durations", choices=["estimate", "oracle"], default="estimate",
@@ -112,11 +115,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ap.error(f"unknown policies {unknown}; known: {', '.join(POLICIES)}")
     if not args.scale_only and not {"horus", "fifo", "gandiva"} <= set(args.policies):
         ap.error("--policies must include horus, fifo and gandiva (the ratios are Horus / FIFO and Horus / Gandiva)")
+    if args.w_gang is not None and not (args.w_gang >= 0 and math.isfinite(args.w_gang)):
+        ap.error(f"--w-gang must be a finite number >= 0, got {args.w_gang}")
     if args.w_speed is not None and not (args.w_speed >= 0 and math.isfinite(args.w_speed)):
         ap.error(f"--w-speed must be a finite number >= 0, got {args.w_speed}")
     args.shapes = [v.strip() for v in args.shapes.split(",") if v.strip()]
     if not args.shapes or set(args.shapes) - {"gavel", "dense", "philly", "hetero"}:
-        ap.error("--shapes: comma-separated among gavel, dense, philly, hetero")
+        bad = sorted(set(args.shapes) - {"gavel", "dense", "philly", "hetero"})
+        ap.error(f"--shapes: comma-separated among gavel, dense, philly, hetero; got {bad or 'nothing'}")
     args.vcs = [v.strip() for v in args.vcs.split(",") if v.strip()]
     bad = [v for v in args.vcs if v not in setup.GAVEL_VCS]
     if bad:
@@ -137,7 +143,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     except FileNotFoundError as err:
         ap.error(f"--data {args.data}: not a Tandem data folder ({err.strerror}: {err.filename}; "
                  "see data/SOURCES.md for its layout)")
-    from _args import check_out_path
+    from bench._args import check_out_path
 
     check_out_path(ap, args.csv, "--csv")
     return args
@@ -145,7 +151,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def policy_kwargs(name: str, args: argparse.Namespace) -> dict:
     """Ablation switches: ``--no-migrate`` (gandiva, horus, horus+), ``--no-protect`` (horus,
-    horus+), ``--belief pair`` (horus, horus+), ``--w-speed`` (horus, horus+)."""
+    horus+), ``--belief pair`` (horus, horus+), ``--w-speed`` and ``--w-gang`` (horus, horus+)."""
     kw = {}
     if getattr(args, "belief_obj", None) is not None and name in ("horus", "horus+"):
         kw["pair_belief"] = args.belief_obj
@@ -157,6 +163,8 @@ def policy_kwargs(name: str, args: argparse.Namespace) -> dict:
         kw["las_thresholds"] = (3600.0, 36000.0)
     if getattr(args, "w_speed", None) is not None and name in ("horus", "horus+"):
         kw["w_speed"] = args.w_speed
+    if getattr(args, "w_gang", None) is not None and name in ("horus", "horus+"):
+        kw["w_gang"] = args.w_gang
     if getattr(args, "lookahead", None) is not None and name == "horus":
         kw["lookahead"] = args.lookahead
     if name == "horus":
@@ -298,6 +306,7 @@ def main(argv: list[str] | None = None) -> None:
     out["horus_order"] = horus_order(args)
     out["horus_lookahead"] = args.lookahead or Horus().lookahead
     out["horus_las"] = args.horus_las
+    out["horus_w_gang"] = args.w_gang if args.w_gang is not None else Horus().w_gang
     out["durations"] = args.durations
     out["paper"] = PAPER
     out["world"] = tables.world.describe()

@@ -104,7 +104,9 @@ class Placement:
 class ClusterState:
     """Occupancy of every GPU as per-GPU numpy arrays (fast for 10^3-10^4 GPUs).
 
-    ``mem_used`` (MiB), ``util_sum`` (% predicted), ``ntasks`` (count) are indexed by gpu_id.
+    ``mem_used`` (MiB), ``util_sum`` (% predicted), ``ntasks`` (count) and ``gang_gpus`` (the
+    summed ``num_gpus`` of the jobs on the GPU: ``ntasks`` when every one is a 1-GPU job) are
+    indexed by gpu_id.
     ``running``: job_id -> (JobSpec, gpu_ids); ``attained``: job_id -> GPU-seconds of service
     received so far (Tiresias's 2D attained service), maintained by the simulator / live layer.
     ``end_at`` (s, absolute): projected time the last job now on each GPU would finish if
@@ -124,6 +126,7 @@ class ClusterState:
         self.mem_used = np.zeros(len(gpus))
         self.util_sum = np.zeros(len(gpus))
         self.ntasks = np.zeros(len(gpus), dtype=np.int64)
+        self.gang_gpus = np.zeros(len(gpus), dtype=np.int64)
         self.end_at = np.full(len(gpus), np.nan)
         self.track_end = False
         self.running: dict[int, tuple[JobSpec, tuple[int, ...]]] = {}
@@ -145,6 +148,7 @@ class ClusterState:
         c = object.__new__(ClusterState)
         c.__dict__.update(self.__dict__)
         c.mem_used, c.util_sum, c.ntasks = self.mem_used.copy(), self.util_sum.copy(), self.ntasks.copy()
+        c.gang_gpus = self.gang_gpus.copy()
         c.end_at = self.end_at.copy()
         c.running = dict(self.running)
         return c
@@ -172,6 +176,7 @@ class ClusterState:
             self.mem_used[g] += job.memory_mib
             self.util_sum[g] += job.util
             self.ntasks[g] += 1
+            self.gang_gpus[g] += 1
             self.running[job.job_id] = (job, (g,))
             return
         idx = np.fromiter(gpu_ids, dtype=np.int64)
@@ -180,6 +185,7 @@ class ClusterState:
         self.mem_used[idx] += job.memory_mib
         self.util_sum[idx] += job.util
         self.ntasks[idx] += 1
+        self.gang_gpus[idx] += job.num_gpus
         self.running[job.job_id] = (job, tuple(int(g) for g in gpu_ids))
 
     def note_end(self, gpu_ids: tuple[int, ...], end_at: float) -> None:
@@ -198,6 +204,7 @@ class ClusterState:
         self.mem_used[idx] = np.maximum(self.mem_used[idx] - job.memory_mib, 0.0)
         self.util_sum[idx] = np.maximum(self.util_sum[idx] - job.util, 0.0)
         self.ntasks[idx] -= 1
+        self.gang_gpus[idx] -= job.num_gpus
         return gpu_ids
 
     def move(self, job_id: int, gpu_ids: tuple[int, ...]) -> tuple[int, ...]:
