@@ -307,6 +307,7 @@ def main(argv: list[str] | None = None) -> None:
     out["horus_lookahead"] = args.lookahead or Horus().lookahead
     out["horus_las"] = args.horus_las
     out["horus_w_gang"] = args.w_gang if args.w_gang is not None else Horus().w_gang
+    out["horus_w_speed"] = args.w_speed if args.w_speed is not None else Horus().w_speed
     out["durations"] = args.durations
     out["paper"] = PAPER
     out["world"] = tables.world.describe()

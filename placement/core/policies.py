@@ -463,8 +463,11 @@ class Horus(Policy):
       ``g``-GPU job slows all ``g`` of them; the term counts the resident jobs' other GPUs
       (``ClusterState.gang_gpus - ntasks``), so among shared GPUs Horus picks partners whose
       slowdown costs the fewest GPUs. An addition to the paper's cost (it scores a GPU by its
-      own load only). Zero when every resident is a 1-GPU job, so traces of 1-GPU jobs place
-      as before. On the bench (docs/engines/placement.md, 7 Dec) it lowered mean JCT / best
+      own load only). It counts GPUs, so it outweighs the other terms (each about 0-1, or a
+      task count): one 4-GPU resident adds 3, more than any utilisation overflow of 1-GPU
+      partners. Zero when every resident is a 1-GPU job, so traces of 1-GPU jobs place as
+      before. Not modelled: the newcomer's own width (a 16-GPU job sharing one GPU is slowed
+      on all 16, priced as for a 1-GPU job). On the bench (docs/engines/placement.md, 7 Dec) it lowered mean JCT / best
       baseline on Gavel 1.012 -> 0.991, dense 0.996 -> 0.986 and the Philly windows 1.491 ->
       1.401 (makespan 1.082 -> 1.034).
     * ``w_speed`` (default 1): on a cluster of mixed GPU types, the cost gains
@@ -498,8 +501,9 @@ class Horus(Policy):
                  w_speed: float = 1.0, w_gang: float = 1.0) -> None:
         if k_max < 1 or lookahead < 1:
             raise ValueError("k_max and lookahead must be >= 1")
-        if not (w_gang >= 0 and np.isfinite(w_gang)):
-            raise ValueError(f"w_gang must be a finite number >= 0, got {w_gang}")
+        if isinstance(w_gang, (bool, str)) or not isinstance(w_gang, (int, float, np.floating, np.integer)) \
+                or not (w_gang >= 0 and np.isfinite(w_gang)):
+            raise ValueError(f"w_gang must be a finite number >= 0, got {w_gang!r}")
         self.w_gang = float(w_gang)
         if not (w_speed >= 0 and np.isfinite(w_speed)):
             raise ValueError(f"w_speed must be a finite number >= 0, got {w_speed}")

@@ -63,7 +63,7 @@ def test_horus_shares_with_a_one_gpu_job_rather_than_a_gang():
     assert idle.gpu_ids == (7,)
 
 
-@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf")])
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf"), "1", None, True])
 def test_w_gang_must_be_finite_and_not_negative(bad):
     with pytest.raises(ValueError, match="w_gang"):
         policies.Horus(w_gang=bad)
