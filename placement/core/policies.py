@@ -467,9 +467,9 @@ class Horus(Policy):
       task count): one 4-GPU resident adds 3, more than any utilisation overflow of 1-GPU
       partners. Zero when every resident is a 1-GPU job, so traces of 1-GPU jobs place as
       before. Not modelled: the newcomer's own width (a 16-GPU job sharing one GPU is slowed
-      on all 16, priced as for a 1-GPU job). On the bench (docs/engines/placement.md, 7 Dec) it lowered mean JCT / best
-      baseline on Gavel 1.012 -> 0.991, dense 0.996 -> 0.986 and the Philly windows 1.491 ->
-      1.401 (makespan 1.082 -> 1.034).
+      on all 16, priced as for a 1-GPU job). On the bench (docs/engines/placement.md, 7 Dec)
+      it lowered mean JCT / best baseline on Gavel 1.012 -> 0.991, dense 0.996 -> 0.986 and
+      the Philly windows 1.491 -> 1.401 (makespan 1.082 -> 1.034).
     * ``w_speed`` (default 1): on a cluster of mixed GPU types, the cost gains
       ``w_speed * type_slowness`` (:func:`type_slowness`: the extra run time a GPU's type is
       believed to cost against the cluster's fastest, from datasheet peak FLOPS, never the
