@@ -396,6 +396,7 @@ class OutOfFamilyBelief:
         self.by_family = {f: PairSlowdownPredictor.fit([p for p in pairs if f not in (p.a[0], p.b[0])], features,
                                                        **fit_kw) for f in fams}
         self.name = "pair-cf-out-of-family"
+        self._cache: dict[tuple, float] = {}  # (job key, other key, GPU type) -> prediction
 
     @staticmethod
     def key(job) -> TypeKey:
@@ -403,9 +404,14 @@ class OutOfFamilyBelief:
         return job.model, int(job.batch_size or 1)
 
     def pair(self, job, other, gpu_type: str) -> float:
-        """Predicted slowdown (>= 1) of ``job`` next to ``other`` (JobSpecs)."""
-        m = self.by_family.get(job.model, self.all)
-        return m.pair_slowdown(self.key(job), self.key(other), gpu_type)
+        """Predicted slowdown (>= 1) of ``job`` next to ``other`` (JobSpecs); memoised per
+        (job type, other type, GPU type), the only inputs of the fits."""
+        k = (self.key(job), self.key(other), gpu_type)
+        v = self._cache.get(k)
+        if v is None:
+            m = self.by_family.get(job.model, self.all)
+            v = self._cache[k] = m.pair_slowdown(k[0], k[1], gpu_type)
+        return v
 
     def slowdown(self, job, others, gpu_type: str) -> float:
         """Predicted slowdown (>= 1) of ``job`` sharing a GPU with ``others`` (log slowdowns add)."""

@@ -322,6 +322,12 @@ class Policy(ABC):
         return out
 
 
+def _type_key(job: JobSpec) -> tuple:
+    """What a pair belief may read of a job (:attr:`Horus.pair_belief`): its type and profile,
+    (model, batch size, GPUs, utilisation %, memory MiB); never its duration or arrival."""
+    return job.model, job.batch_size, job.num_gpus, job.util, job.memory_mib
+
+
 def _fewest_nodes(state: ClusterState, cand: np.ndarray, cost: np.ndarray, g: int):
     """Choose ``g`` GPUs among candidates on as few nodes as possible; ties by summed cost."""
     nodes = state.node[cand]
@@ -454,7 +460,19 @@ class Horus(Policy):
     * ``pair_belief`` (default none): a predictor of pair slowdowns from job features
       (:class:`placement.core.pair_predictor.OutOfFamilyBelief`); with it the cost gains
       ``w_pair * pair_cost`` (:meth:`pair_cost`), so among occupied GPUs Horus picks the
-      partner with the least predicted interference. Never the simulator's world.
+      partner with the least predicted interference. Never the simulator's world. The belief
+      may read a job's type and profile only (model, batch size, GPUs, utilisation, memory):
+      :meth:`pair_cost` is memoised on them.
+    * ``max_pair_cost`` (default none; needs ``pair_belief``): share an occupied GPU only when
+      its :meth:`pair_cost` is below this. With 1.0, the break-even for mean JCT: two jobs
+      that would overlap for a time ``T`` lose ``sum_i (s_i - 1) x T`` of completion time
+      together when they share (each runs ``s_i`` times slower), and ``T`` when one waits (or
+      is preempted) for the other, so sharing lowers their summed JCT only when ``sum_i (s_i -
+      1) < 1`` (e.g. ``s`` < 1.5 each for a symmetric pair). The throughput break-even is
+      looser, ``sum_i 1 / s_i > 1`` (Gavel, Narayanan et al., OSDI 2020, section 3.1: space
+      sharing pays when the combined normalised throughput exceeds 1, e.g. ``s`` < 2 each),
+      so a pair between the two adds throughput (makespan) at the cost of mean JCT. Where a
+      job is refused a shared GPU it waits, or with ``las_thresholds`` preempts lower levels.
     * ``las_thresholds`` (default none): Tiresias's discretised least-attained-service levels
       (GPU-seconds, :class:`Tiresias`) put before ``queue_order``, with its preemption; for
       traces whose duration estimates are poor (duration-agnostic, as Tiresias is).
@@ -489,6 +507,11 @@ class Horus(Policy):
       define the projected makespan are not slowed by a shorter newcomer. ``end_at`` comes
       from :class:`ClusterState` (the simulator keeps it; NaN, i.e. unknown, in live
       placement, where nothing is excluded).
+
+    Simulations (:func:`placement.pipeline.simulation_policy`) run Horus with
+    ``las_thresholds`` (3,600, 36,000), the out-of-family ``pair_belief`` and
+    ``max_pair_cost`` 1; the defaults of this class are what live placement uses (it neither
+    preempts nor holds the belief).
     """
 
     name = "horus"
@@ -498,7 +521,7 @@ class Horus(Policy):
                  w_tasks: float = 1.0, overflow: float = 4.0, migrate: bool = True,
                  protect_critical: bool = True, pair_belief=None, w_pair: float = 1.0,
                  queue_order: str = "shortest", las_thresholds: Sequence[float] | None = None,
-                 w_speed: float = 1.0, w_gang: float = 1.0) -> None:
+                 w_speed: float = 1.0, w_gang: float = 1.0, max_pair_cost: float | None = None) -> None:
         if k_max < 1 or lookahead < 1:
             raise ValueError("k_max and lookahead must be >= 1")
         if isinstance(w_gang, (bool, str)) or not isinstance(w_gang, (int, float, np.floating, np.integer)) \
@@ -523,6 +546,16 @@ class Horus(Policy):
         if not (w_pair >= 0 and np.isfinite(w_pair)):
             raise ValueError(f"w_pair must be a finite number >= 0, got {w_pair}")
         self.pair_belief, self.w_pair = pair_belief, float(w_pair)
+        if max_pair_cost is not None:
+            if isinstance(max_pair_cost, (bool, str)) or not isinstance(max_pair_cost, (int, float, np.floating,
+                                                                                      np.integer)) \
+                    or not (max_pair_cost > 0 and np.isfinite(max_pair_cost)):
+                raise ValueError(f"max_pair_cost must be a finite number > 0, got {max_pair_cost!r}")
+            if pair_belief is None:
+                raise ValueError("max_pair_cost needs a pair_belief (it bounds the predicted pair cost)")
+            max_pair_cost = float(max_pair_cost)
+        self.max_pair_cost = max_pair_cost
+        self._pair_memo: tuple[object, dict] = (None, {})  # (belief, {types: pair_cost}), see pair_cost
         self.migrates, self.protect_critical = bool(migrate), bool(protect_critical)
         self._work_bound = -np.inf  # set by place() for the round
         self.k_max, self.lookahead = k_max, lookahead
@@ -546,7 +579,8 @@ class Horus(Policy):
     def candidates(self, job, state, now):
         """Feasible GPUs (memory, ``k_max``); with ``protect_critical``, not an occupied GPU
         whose jobs the co-location could push past the makespan bound ``H`` (class
-        docstring). NaN ``end_at`` (unknown, e.g. live placement) does not exclude."""
+        docstring); with ``max_pair_cost``, not an occupied GPU whose :meth:`pair_cost` is at
+        least that. NaN ``end_at`` (unknown, e.g. live placement) does not exclude."""
         mask = state.feasible(job, self.k_max)
         slowness = self._type_slowness(state)
         if self.w_speed > 0 and slowness.any() and mask.any():
@@ -558,6 +592,10 @@ class Horus(Policy):
                 with np.errstate(invalid="ignore"):
                     delay = np.minimum(state.end_at - now, job.planned)
                     mask &= ~((state.ntasks > 0) & (state.end_at + delay > horizon))
+        if self.max_pair_cost is not None:
+            busy = np.flatnonzero(mask & (state.ntasks > 0))
+            if len(busy):
+                mask[busy[self.pair_cost(job, state, busy) >= self.max_pair_cost]] = False
         return mask
 
     def _type_slowness(self, state: ClusterState) -> np.ndarray:
@@ -621,22 +659,25 @@ class Horus(Policy):
         busy = np.flatnonzero(state.ntasks[cand] > 0)
         if len(busy) == 0:
             return out
-        residents: dict[int, list[JobSpec]] = {}
-        want = set(int(g) for g in cand[busy])
-        for j, gids in state.running.values():
-            for g in gids:
-                if g in want:
-                    residents.setdefault(g, []).append(j)
+        running, on_gpu = state.running, state.on_gpu
         b = self.pair_belief
+        if self._pair_memo[0] is not b:
+            self._pair_memo = (b, {})
+        memo = self._pair_memo[1]
         for i in busy:
             g = int(cand[i])
-            rs = residents.get(g, [])
+            rs = [running[j][0] for j in on_gpu.get(g, ())]
             gt = state.gpus[g].gpu_type
-            extra = b.slowdown(job, rs, gt) - 1.0
-            for r in rs:
-                rest = [o for o in rs if o is not r]
-                extra += b.slowdown(r, rest + [job], gt) - b.slowdown(r, rest, gt)
-            out[i] = max(extra, 0.0)
+            # a belief reads job types and profiles only (_type_key): equal keys, equal costs
+            k = (_type_key(job), tuple(sorted(_type_key(r) for r in rs)), gt)
+            extra = memo.get(k)
+            if extra is None:
+                extra = b.slowdown(job, rs, gt) - 1.0
+                for r in rs:
+                    rest = [o for o in rs if o is not r]
+                    extra += b.slowdown(r, rest + [job], gt) - b.slowdown(r, rest, gt)
+                extra = memo[k] = max(extra, 0.0)
+            out[i] = extra
         return out
 
     def order(self, queue: Sequence[JobSpec], now: float, rng) -> list[JobSpec]:
@@ -653,9 +694,12 @@ class Horus(Policy):
 
     def preempt(self, queue, state, now):
         """With ``las_thresholds``: when the first job of the look-ahead window by (level,
-        ``queue_order``) has no feasible GPUs (:meth:`candidates`: not even a shared one), it
-        suspends jobs of strictly lower-priority levels, most attained service first, if that
-        frees enough idle GPUs for it (Tiresias's rule, :meth:`Tiresias.preempt`); else none."""
+        ``queue_order``) has too few GPUs it may take (:meth:`candidates`: idle, or shared
+        within the bounds), it suspends jobs of strictly lower-priority levels, most attained
+        service first, if that gives it enough such GPUs (Tiresias's rule,
+        :meth:`Tiresias.preempt`, with Horus's candidates in place of idle GPUs: a suspension
+        that frees only GPUs the head would not take, e.g. of a type it would rather wait
+        than run on, is not made); else none."""
         if self.las is None or not queue or not state.running:
             return []
         window = order_window(queue[: self.lookahead], self.queue_order)
@@ -663,18 +707,24 @@ class Horus(Policy):
         self._work_bound = self.work_bound(window, state, now) if self.protect_critical else -np.inf
         if self.candidates(head, state, now).sum() >= head.num_gpus:
             return []
-        free = int((state.ntasks == 0).sum())
         lvl = self.las.level(head.job_id, state)
         victims = sorted((jid for jid in state.running if self.las.level(jid, state) > lvl),
                          key=lambda jid: -state.attained.get(jid, 0.0))
-        left = state.ntasks.copy()  # tasks per GPU not yet suspended
+        if not victims:
+            return []
+        scratch = state.copy()
         out: list[int] = []
         for jid in victims:
             out.append(jid)
-            for g in state.running[jid][1]:
-                left[g] -= 1
-                free += int(left[g] == 0)  # a GPU is idle once every job on it is suspended
-            if free >= head.num_gpus:
+            freed = np.fromiter(scratch.release(jid), dtype=np.int64)
+            if scratch.track_end:  # an idle GPU is free now, not at its last job's projected end
+                idle = freed[scratch.ntasks[freed] == 0]
+                scratch.end_at[idle] = np.nan
+            # the head must be able to take what the suspensions free (Horus's own candidates:
+            # memory, and on mixed types not a GPU it would rather wait than run on), or
+            # suspending would only churn: a victim restarts, paying its restore, and the head
+            # still waits
+            if self.candidates(head, scratch, now).sum() >= head.num_gpus:
                 return out
         return []
 

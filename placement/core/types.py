@@ -107,7 +107,8 @@ class ClusterState:
     ``mem_used`` (MiB), ``util_sum`` (% predicted), ``ntasks`` (count) and ``gang_gpus`` (the
     summed ``num_gpus`` of the jobs on the GPU: ``ntasks`` when every one is a 1-GPU job) are
     indexed by gpu_id.
-    ``running``: job_id -> (JobSpec, gpu_ids); ``attained``: job_id -> GPU-seconds of service
+    ``running``: job_id -> (JobSpec, gpu_ids); ``on_gpu``: gpu_id -> ids of the jobs running on
+    it (GPUs with none are absent), kept by :meth:`assign` / :meth:`release`; ``attained``: job_id -> GPU-seconds of service
     received so far (Tiresias's 2D attained service), maintained by the simulator / live layer.
     ``end_at`` (s, absolute): projected time the last job now on each GPU would finish if
     every job ran alone from now on (isolated remaining work; a lower bound while shared);
@@ -130,6 +131,7 @@ class ClusterState:
         self.end_at = np.full(len(gpus), np.nan)
         self.track_end = False
         self.running: dict[int, tuple[JobSpec, tuple[int, ...]]] = {}
+        self.on_gpu: dict[int, tuple[int, ...]] = {}  # gpu_id -> ids of the running jobs on it
         self.attained: dict[int, float] = {}
         self.nodes = np.unique(self.node)
         self._node_gpus = {int(n): np.flatnonzero(self.node == n) for n in self.nodes}
@@ -151,6 +153,7 @@ class ClusterState:
         c.gang_gpus = self.gang_gpus.copy()
         c.end_at = self.end_at.copy()
         c.running = dict(self.running)
+        c.on_gpu = dict(self.on_gpu)
         return c
 
     def feasible(self, job: JobSpec, k_max: int, *, exclusive: bool = False) -> np.ndarray:
@@ -178,6 +181,7 @@ class ClusterState:
             self.ntasks[g] += 1
             self.gang_gpus[g] += 1
             self.running[job.job_id] = (job, (g,))
+            self.on_gpu[g] = self.on_gpu.get(g, ()) + (job.job_id,)
             return
         idx = np.fromiter(gpu_ids, dtype=np.int64)
         if np.any(self.mem_used[idx] + job.memory_mib > self.capacity[idx] + 1e-6):
@@ -187,6 +191,8 @@ class ClusterState:
         self.ntasks[idx] += 1
         self.gang_gpus[idx] += job.num_gpus
         self.running[job.job_id] = (job, tuple(int(g) for g in gpu_ids))
+        for g in self.running[job.job_id][1]:
+            self.on_gpu[g] = self.on_gpu.get(g, ()) + (job.job_id,)
 
     def note_end(self, gpu_ids: tuple[int, ...], end_at: float) -> None:
         """Record that a job on ``gpu_ids`` is projected to finish at ``end_at`` (s): each
@@ -205,6 +211,12 @@ class ClusterState:
         self.util_sum[idx] = np.maximum(self.util_sum[idx] - job.util, 0.0)
         self.ntasks[idx] -= 1
         self.gang_gpus[idx] -= job.num_gpus
+        for g in gpu_ids:
+            rest = tuple(j for j in self.on_gpu.get(g, ()) if j != job_id)
+            if rest:
+                self.on_gpu[g] = rest
+            else:
+                self.on_gpu.pop(g, None)
         return gpu_ids
 
     def move(self, job_id: int, gpu_ids: tuple[int, ...]) -> tuple[int, ...]:
