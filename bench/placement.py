@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 from placement import pipeline  # noqa: E402
 from placement.core import setup, traces  # noqa: E402
 from placement.core.policies import (  # noqa: E402
-    DEFAULT_MIGRATION_COST_S, POLICIES, QUEUE_ORDERS, Horus, HorusRandomPartners, make_policy)
+    DEFAULT_MIGRATION_COST_S, POLICIES, QUEUE_ORDERS, Horus, HorusRandomPartners)
 
 METRICS = ("makespan_s", "mean_jct_s", "p95_jct_s", "mean_queueing_delay_s", "mean_gpu_util_pct")
 #: Baselines Horus is judged against: the strongest per (trace, metric) is "best".
@@ -57,6 +57,16 @@ PAPER = {"gpu_util_gain_up_to_pct": 61.5, "makespan_reduction_pct": [23.7, 30.7]
 #: A ratio within this relative distance of 1 counts as a tie (e.g. the same job, arriving at
 #: the same time with the same duration, ends both schedules).
 TIE = 1e-3
+
+
+def _pair_bound(text: str) -> float | str:
+    """``--max-pair-cost``: a number, or ``none`` (no bound)."""
+    if text.strip().lower() == "none":
+        return "none"
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a number or 'none', got {text!r}") from None
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -79,21 +89,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="ablation: gandiva, horus and horus+ do not migrate co-located jobs")
     ap.add_argument("--no-protect", action="store_true",
                     help="ablation: horus and horus+ without the critical-path guard")
-    ap.add_argument("--belief", choices=["none", "pair"], default="none",
-                    help="horus/horus+ decide with the pair interference belief (out-of-family fits of "
-                         "placement.core.pair_predictor) or without it (default none)")
+    ap.add_argument("--belief", choices=["none", "pair"], default="pair",
+                    help="horus (and horus+) decide with the pair interference belief (out-of-family fits "
+                         "of placement.core.pair_predictor; default pair, as simulated horus does) or "
+                         "without it (none; also drops horus's pair-cost bound)")
     ap.add_argument("--horus-order", choices=list(QUEUE_ORDERS), default=None,
                     help="queue order of horus's look-ahead window (default: horus's own, shortest; "
                          "horus+ keeps its k-means credit order)")
-    ap.add_argument("--horus-las", action="store_true",
+    ap.add_argument("--horus-las", action=argparse.BooleanOptionalAction, default=True,
                     help="horus puts Tiresias's least-attained-service levels (3,600 / 36,000 "
-                         "GPU-seconds) before its queue order and preempts as Tiresias does")
+                         "GPU-seconds) before its queue order and preempts as Tiresias does (default on, "
+                         "as simulated horus does; --no-horus-las: the paper's non-preemptive queue)")
     ap.add_argument("--w-speed", type=float, default=None,
                     help="weight of a GPU type's believed slowness in horus's and horus+'s cost (0: "
                          "type-blind, and no waiting for a faster type; default: the policy's own, 1)")
     ap.add_argument("--w-gang", type=float, default=None,
                     help="weight of the gang term in horus's and horus+'s cost (the GPUs of the resident "
                          "jobs that a co-location also slows; 0: the paper's cost; default: the policy's own, 1)")
+    ap.add_argument("--max-pair-cost", type=_pair_bound, default=None,
+                    help="horus shares an occupied GPU only when the believed pair cost (the predicted "
+                         "extra slowdowns it adds, summed) is below this; 'none': no bound (default: 1 "
+                         "with --belief pair, the break-even for mean JCT, see the Horus docstring; "
+                         "none without); a number needs --belief pair")
     ap.add_argument("--lookahead", type=int, default=None,
                     help="horus's look-ahead window, jobs (default: horus's own, 256; horus+ keeps its 64)")
     ap.add_argument("--durations", choices=["estimate", "oracle"], default="estimate",
@@ -119,7 +136,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ap.error(f"--w-gang must be a finite number >= 0, got {args.w_gang}")
     if args.w_speed is not None and not (args.w_speed >= 0 and math.isfinite(args.w_speed)):
         ap.error(f"--w-speed must be a finite number >= 0, got {args.w_speed}")
-    args.shapes = [v.strip() for v in args.shapes.split(",") if v.strip()]
+    if isinstance(args.max_pair_cost, float):
+        if not (args.max_pair_cost > 0 and math.isfinite(args.max_pair_cost)):
+            ap.error(f"--max-pair-cost must be a finite number > 0 or 'none', got {args.max_pair_cost}")
+        if args.belief != "pair":
+            ap.error("--max-pair-cost needs --belief pair (it bounds the believed pair cost)")
+    if args.max_pair_cost is None:  # simulated horus's own: 1 with the belief
+        args.max_pair_cost = pipeline.SIMULATED_HORUS["max_pair_cost"] if args.belief == "pair" else "none"
+    if args.max_pair_cost == "none":
+        args.max_pair_cost = None
+    args.shapes = list(dict.fromkeys(v.strip() for v in args.shapes.split(",") if v.strip()))
     if not args.shapes or set(args.shapes) - {"gavel", "dense", "philly", "hetero"}:
         bad = sorted(set(args.shapes) - {"gavel", "dense", "philly", "hetero"})
         ap.error(f"--shapes: comma-separated among gavel, dense, philly, hetero; got {bad or 'nothing'}")
@@ -140,6 +166,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ap.error(f"--data {args.data}: no such folder")
     try:
         args.tables = setup.load_tables(args.data)
+        args.belief_obj = setup.pair_belief(args.data) if args.belief == "pair" else None
     except FileNotFoundError as err:
         ap.error(f"--data {args.data}: not a Tandem data folder ({err.strerror}: {err.filename}; "
                  "see data/SOURCES.md for its layout)")
@@ -151,26 +178,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def policy_kwargs(name: str, args: argparse.Namespace) -> dict:
     """Ablation switches: ``--no-migrate`` (gandiva, horus, horus+), ``--no-protect`` (horus,
-    horus+), ``--belief pair`` (horus, horus+), ``--w-speed`` and ``--w-gang`` (horus, horus+)."""
+    horus+), ``--belief pair`` (horus, horus+), ``--w-speed``, ``--w-gang`` and
+    ``--max-pair-cost`` (horus, horus+)."""
     kw = {}
-    if getattr(args, "belief_obj", None) is not None and name in ("horus", "horus+"):
-        kw["pair_belief"] = args.belief_obj
+    if name in ("horus", "horus+"):  # None: decides without the belief
+        kw["pair_belief"] = getattr(args, "belief_obj", None)
     if args.no_migrate and name in ("gandiva", "horus", "horus+"):
         kw["migrate"] = False
     if args.no_protect and name in ("horus", "horus+"):
         kw["protect_critical"] = False
-    if getattr(args, "horus_las", False) and name == "horus":
-        kw["las_thresholds"] = (3600.0, 36000.0)
+    if name == "horus":
+        kw["las_thresholds"] = pipeline.SIMULATED_HORUS["las_thresholds"] if getattr(args, "horus_las", True) else None
     if getattr(args, "w_speed", None) is not None and name in ("horus", "horus+"):
         kw["w_speed"] = args.w_speed
     if getattr(args, "w_gang", None) is not None and name in ("horus", "horus+"):
         kw["w_gang"] = args.w_gang
+    if name == "horus":
+        kw["max_pair_cost"] = getattr(args, "max_pair_cost", None)
     if getattr(args, "lookahead", None) is not None and name == "horus":
         kw["lookahead"] = args.lookahead
     if name == "horus":
         kw["queue_order"] = horus_order(args)
-    if name == SAME_ORDER:  # every Horus switch but the belief (it has no cost function to use it)
-        kw = {k: v for k, v in policy_kwargs("horus", args).items() if k != "pair_belief"}
+    if name == SAME_ORDER:  # every Horus switch; the belief only where it bounds the candidates
+        kw = policy_kwargs("horus", args)  # (--max-pair-cost): its choice among them is random
+        if kw.get("max_pair_cost") is None:
+            kw.pop("pair_belief", None)
     return kw
 
 
@@ -189,7 +221,7 @@ def make(name: str, args: argparse.Namespace):
     kw = policy_kwargs(name, args)
     if name == SAME_ORDER:
         return HorusRandomPartners(**kw)
-    return make_policy(name, **kw)
+    return pipeline.simulation_policy(name, args.data, **kw)
 
 
 def trace_sets(args, tables) -> dict[str, list[tuple[str, list, list]]]:
@@ -295,19 +327,13 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[dict] = []
     out: dict = {"bench": "placement", "seed": args.seed, "migration_cost_s": args.migration_cost_s,
                  "no_migrate": args.no_migrate, "no_protect": args.no_protect}
-    if args.belief == "pair":
-        from placement.core import pair_predictor as pp
-
-        with open(args.data / "placement" / "zoo_features.csv", newline="") as fh:
-            feat = pp.features_by_type(csv.DictReader(fh))
-        args.belief_obj = pp.OutOfFamilyBelief(pp.measured_pairs(tables.throughputs), feat,
-                                               isolated=pp.isolated_throughputs(tables.throughputs))
     out["belief"] = args.belief
     out["horus_order"] = horus_order(args)
     out["horus_lookahead"] = args.lookahead or Horus().lookahead
     out["horus_las"] = args.horus_las
     out["horus_w_gang"] = args.w_gang if args.w_gang is not None else Horus().w_gang
     out["horus_w_speed"] = args.w_speed if args.w_speed is not None else Horus().w_speed
+    out["horus_max_pair_cost"] = args.max_pair_cost
     out["durations"] = args.durations
     out["paper"] = PAPER
     out["world"] = tables.world.describe()
@@ -374,7 +400,7 @@ def main(argv: list[str] | None = None) -> None:
         jobs = setup.load_trace("philly", args.data, tables, seed=args.seed)
         gpus = setup.cluster(jobs)
         (_, res, _), = pipeline.simulate_policies(
-            jobs, gpus, {"horus": make_policy("horus", **policy_kwargs("horus", args))}, tables.world,
+            jobs, gpus, {"horus": make("horus", args)}, tables.world,
             seed=args.seed, migration_cost_s=args.migration_cost_s, durations=args.durations)
         s = res.summary()
         s.pop("world")

@@ -57,6 +57,46 @@ def predicted_profile(tables: setup.Tables, gpu_type: str = "V100"):
     return lookup
 
 
+#: What Horus runs with in simulation beyond its class defaults: Tiresias's least-attained-
+#: service levels with preemption, and the pair belief (:func:`setup.pair_belief`) bounding
+#: which GPUs it shares at the break-even for mean JCT (``max_pair_cost`` 1, see
+#: :class:`~placement.core.policies.Horus`). Checked on four trace shapes before it became the
+#: default (docs/engines/placement.md, 7 Dec 2026); Horus+ gets the belief only (its cost's
+#: ``w_pair`` term). Live placement keeps the class defaults: it does not preempt and has no
+#: attained service to rank by.
+SIMULATED_HORUS: dict[str, Any] = {"las_thresholds": (3600.0, 36000.0), "max_pair_cost": 1.0}
+
+
+def simulation_policy(name: str, data_dir: Path | None = None, **overrides) -> Policy:
+    """The policy ``name`` as simulations run it (the ``simulation`` kind, ``manage.py
+    simulate``, the demo and ``bench/placement.py``): for ``horus``, :data:`SIMULATED_HORUS`
+    with the pair belief of ``data_dir`` (default the repository's ``data/``); for ``horus+``
+    that belief in its cost (``w_pair`` term); any other policy with its class defaults.
+    ``overrides`` are keyword arguments of the policy's class and win (``pair_belief=None``
+    drops the bound too, ``las_thresholds=None`` the levels). ``KeyError`` for an unknown
+    name, ``ValueError`` / ``TypeError`` as the class raises."""
+    kw: dict[str, Any] = {}
+    if name in ("horus", "horus+"):
+        kw = {**SIMULATED_HORUS, "pair_belief": None} if name == "horus" else {"pair_belief": None}
+        if overrides.get("pair_belief", ...) is ...:
+            kw["pair_belief"] = setup.pair_belief(Path(data_dir) if data_dir is not None else DEFAULT_DATA_DIR)
+    kw.update(overrides)
+    if name == "horus" and kw.get("pair_belief") is None and "max_pair_cost" not in overrides:
+        kw.pop("max_pair_cost")  # the bound needs the belief
+    return make_policy(name, **kw)
+
+
+def describe_policy(policy: Policy) -> dict:
+    """The settings a result depends on beyond the policy's name, for reports: Horus's LAS
+    levels (GPU-seconds), pair belief and bound; ``{}`` for other policies."""
+    if not hasattr(policy, "max_pair_cost"):
+        return {}
+    las = getattr(policy, "las", None)
+    return {"las_thresholds_gpu_s": None if las is None else [float(t) for t in las.thresholds],
+            "pair_belief": getattr(policy.pair_belief, "name", None) if policy.pair_belief is not None else None,
+            "max_pair_cost": policy.max_pair_cost}
+
+
 def _key(params: Mapping[str, Any]) -> dict:
     """The parameters that determine one policy's result (the policy list aside)."""
     return {k: params.get(k) for k in ("trace", "cluster", "seed", "limit")}
@@ -124,7 +164,7 @@ def run(params: Mapping[str, Any], *, report: Callable[[float, str], None] | Non
     out: dict[str, Any] = {"trace": params["trace"], "jobs": len(jobs), "gpus": len(gpus), "policies": {},
                            "interference": tables.interference.as_dict(), "world": tables.world.describe()}
     names = list(params["policies"])
-    todo = {n: make_policy(n) for n in names if n not in done}
+    todo = {n: simulation_policy(n, data) for n in names if n not in done}
     kept = [n for n in names if n in done]
     for k, name in enumerate(kept):
         out["policies"][name] = done[name]
@@ -142,7 +182,8 @@ def run(params: Mapping[str, Any], *, report: Callable[[float, str], None] | Non
             on_outcomes(name, r.jobs)
         jct = np.array([o.jct for o in r.jobs])
         qd = np.array([o.queueing_delay for o in r.jobs])
-        out["policies"][name] = {"summary": r.summary(), "jct_quantiles_s": np.percentile(jct, q).tolist(),
+        out["policies"][name] = {"summary": r.summary(), "settings": describe_policy(todo[name]),
+                                 "jct_quantiles_s": np.percentile(jct, q).tolist(),
                                  "queueing_quantiles_s": np.percentile(qd, q).tolist(),
                                  "utilisation": _downsample(r.util_t, r.util_pct)}
         if record is not None:

@@ -659,17 +659,24 @@ class Horus(Policy):
         busy = np.flatnonzero(state.ntasks[cand] > 0)
         if len(busy) == 0:
             return out
-        running, on_gpu = state.running, state.on_gpu
+        running, on_gpu, gpus = state.running, state.on_gpu, state.gpus
         b = self.pair_belief
         if self._pair_memo[0] is not b:
             self._pair_memo = (b, {})
         memo = self._pair_memo[1]
-        for i in busy:
+        me = _type_key(job)
+        seen: dict[tuple, float] = {}  # this call: GPUs with the same residents and type
+        for i in busy.tolist():
             g = int(cand[i])
-            rs = [running[j][0] for j in on_gpu.get(g, ())]
-            gt = state.gpus[g].gpu_type
+            ids = on_gpu.get(g, ())
+            gt = gpus[g].gpu_type
+            extra = seen.get((ids, gt))
+            if extra is not None:
+                out[i] = extra
+                continue
+            rs = [running[j][0] for j in ids]
             # a belief reads job types and profiles only (_type_key): equal keys, equal costs
-            k = (_type_key(job), tuple(sorted(_type_key(r) for r in rs)), gt)
+            k = (me, tuple(sorted(_type_key(r) for r in rs)) if len(rs) > 1 else tuple(_type_key(r) for r in rs), gt)
             extra = memo.get(k)
             if extra is None:
                 extra = b.slowdown(job, rs, gt) - 1.0
@@ -677,7 +684,7 @@ class Horus(Policy):
                     rest = [o for o in rs if o is not r]
                     extra += b.slowdown(r, rest + [job], gt) - b.slowdown(r, rest, gt)
                 extra = memo[k] = max(extra, 0.0)
-            out[i] = extra
+            out[i] = seen[(ids, gt)] = extra
         return out
 
     def order(self, queue: Sequence[JobSpec], now: float, rng) -> list[JobSpec]:

@@ -2,6 +2,7 @@
 the shipped tables, fit the interference model, read a trace by name. Pure Python + numpy."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +40,25 @@ def load_tables(data_dir: Path) -> Tables:
     utils = {(r["gpu_type"].lower(), gavel_job_type(r["model"], r["batch_size"])): r["util_mean_pct"] for r in prof}
     model = interference.fit_interference(*interference.gavel_pairs(thr, utils))
     return Tables(thr, prof, feat, model, world.InterferenceWorld(thr))
+
+
+@functools.lru_cache(maxsize=4)
+def _pair_belief(data_dir: str):
+    from . import pair_predictor as pp
+
+    thr = traces.load_throughputs(Path(data_dir) / "gavel-traces" / "simulation_throughputs.json")
+    feat = pp.features_by_type(profiles.read_csv_rows(Path(data_dir) / "placement" / "zoo_features.csv"))
+    return pp.OutOfFamilyBelief(pp.measured_pairs(thr), feat, isolated=pp.isolated_throughputs(thr))
+
+
+def pair_belief(data_dir: Path):
+    """The pair belief simulated Horus decides with
+    (:class:`placement.core.pair_predictor.OutOfFamilyBelief`: for each job type, the fit that
+    held out its model family, so the policy never reads the world's measured pairs through
+    it), built from ``data_dir``'s Gavel table and ``placement/zoo_features.csv``; built once
+    per folder and process (about 3 s) and shared (it is read-only apart from its memo).
+    ``FileNotFoundError`` for a folder without those files."""
+    return _pair_belief(str(Path(data_dir).resolve()))
 
 
 def load_trace(name: str, data_dir: Path, tables: Tables, *, seed: int = 0,

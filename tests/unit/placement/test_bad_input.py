@@ -10,6 +10,7 @@ import re
 import numpy as np
 import pytest
 
+from placement import pipeline
 from placement.core import interference, simulator, traces
 from placement.core.policies import POLICIES, make_policy
 from placement.core.types import GPUSpec, JobSpec
@@ -29,6 +30,15 @@ def trace_with_impossible_job() -> list[JobSpec]:
     return ok + [JobSpec(4, 5.0, 3, 1000.0, 60.0, 20480.0, model="big-bert")]
 
 
+#: Every policy as its class builds it, and Horus as simulations run it (LAS levels with
+#: preemption, the pair belief and its bound: :func:`placement.pipeline.simulation_policy`).
+NAMES = sorted(POLICIES) + ["horus (simulated)"]
+
+
+def policy(name: str):
+    return pipeline.simulation_policy("horus") if name == "horus (simulated)" else make_policy(name)
+
+
 def bounded(limit: int = MAX_EVENTS):
     """A progress callback that stops a run past ``limit`` events (a hang guard counted in
     events, not seconds)."""
@@ -41,23 +51,23 @@ def bounded(limit: int = MAX_EVENTS):
     return progress
 
 
-@pytest.mark.parametrize("name", sorted(POLICIES))
+@pytest.mark.parametrize("name", NAMES)
 def test_never_placeable_job_is_named_before_the_run(name):
     with pytest.raises(simulator.NeverPlaceableError, match=r"job 4 \(big-bert\) needs 3 GPUs x 20480 MiB; "
                        r"2 of the cluster's 6 GPUs") as err:
-        simulator.simulate(trace_with_impossible_job(), mixed_cluster(), make_policy(name), FLAT,
+        simulator.simulate(trace_with_impossible_job(), mixed_cluster(), policy(name), FLAT,
                            progress=bounded(), progress_every=8)
     assert err.value.jobs == [(4, "big-bert")]
 
 
-@pytest.mark.parametrize("name", sorted(POLICIES))
+@pytest.mark.parametrize("name", NAMES)
 def test_never_placeable_job_is_named_by_the_run_itself(name, monkeypatch):
     # without the upfront check, the run itself must notice that the job can never start
     # (nothing running, nothing arriving) and stop, naming it, in a bounded number of events
     monkeypatch.setattr(simulator, "never_placeable", lambda jobs, gpus: [])
-    with pytest.raises(simulator.NeverPlaceableError, match=re.escape(name) + r": 1 job\(s\) can never be placed.*"
+    with pytest.raises(simulator.NeverPlaceableError, match=re.escape(name.split()[0]) + r": 1 job\(s\) can never be placed.*"
                        r"job 4 \(big-bert\)") as err:
-        simulator.simulate(trace_with_impossible_job(), mixed_cluster(), make_policy(name), FLAT,
+        simulator.simulate(trace_with_impossible_job(), mixed_cluster(), policy(name), FLAT,
                            progress=bounded(), progress_every=8)
     assert err.value.jobs == [(4, "big-bert")]
 
@@ -67,8 +77,8 @@ def test_placeable_variant_runs_under_every_policy():
     # check must not refuse what can run
     jobs = trace_with_impossible_job()[:4] + [JobSpec(4, 5.0, 3, 1000.0, 60.0, 16384.0, model="big-bert")]
     assert simulator.never_placeable(jobs, mixed_cluster()) == []
-    for name in POLICIES:
-        r = simulator.simulate(jobs, mixed_cluster(), make_policy(name), FLAT, progress=bounded(), progress_every=8)
+    for name in NAMES:
+        r = simulator.simulate(jobs, mixed_cluster(), policy(name), FLAT, progress=bounded(), progress_every=8)
         assert sorted(o.job_id for o in r.jobs) == [0, 1, 2, 3, 4], name
         assert r.summary()["makespan_s"] >= 1000.0
 

@@ -18,6 +18,10 @@ _spec.loader.exec_module(bench)
     (["--w-gang", "nan"], "--w-gang must be a finite number >= 0, got nan"),
     (["--shapes", "gavel,nosuch"], "got ['nosuch']"),
     (["--shapes", ","], "got nothing"),
+    (["--belief", "pair", "--max-pair-cost", "0"], "--max-pair-cost must be a finite number > 0 or 'none', got 0.0"),
+    (["--belief", "pair", "--max-pair-cost", "inf"], "--max-pair-cost must be a finite number > 0 or 'none', got inf"),
+    (["--belief", "none", "--max-pair-cost", "1"], "--max-pair-cost needs --belief pair"),
+    (["--max-pair-cost", "big"], "a number or 'none', got 'big'"),
 ])
 def test_bad_switches_exit_2_naming_the_value(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
@@ -33,3 +37,23 @@ def test_w_gang_reaches_horus_and_horus_plus_only():
     assert bench.make(bench.SAME_ORDER, args).w_gang == 0.5  # the random-partners control too
     assert "w_gang" not in bench.policy_kwargs("gandiva", args)
     assert bench.make("horus", bench.parse_args(["--quality-only"])).w_gang == 1.0  # Horus's default
+
+
+def test_shapes_named_twice_are_simulated_once():
+    assert bench.parse_args(["--shapes", "philly,gavel,philly"]).shapes == ["philly", "gavel"]
+
+
+def test_simulated_horus_is_the_default_and_each_part_can_be_switched_off():
+    from placement.core.pair_predictor import OutOfFamilyBelief
+
+    h = bench.make("horus", bench.parse_args(["--quality-only"]))
+    assert isinstance(h.pair_belief, OutOfFamilyBelief) and h.max_pair_cost == 1.0
+    assert h.las is not None and tuple(h.las.thresholds) == (3600.0, 36000.0) and h.preemptive
+    ctl = bench.make(bench.SAME_ORDER, bench.parse_args(["--quality-only"]))
+    assert ctl.max_pair_cost == 1.0 and ctl.pair_belief is h.pair_belief and ctl.las is not None
+    unbounded = bench.make("horus", bench.parse_args(["--quality-only", "--max-pair-cost", "none"]))
+    assert unbounded.pair_belief is h.pair_belief and unbounded.max_pair_cost is None
+    assert bench.make(bench.SAME_ORDER, bench.parse_args(["--quality-only", "--max-pair-cost", "none"])).pair_belief is None
+    paper = bench.make("horus", bench.parse_args(["--quality-only", "--belief", "none", "--no-horus-las"]))
+    assert paper.pair_belief is None and paper.max_pair_cost is None and paper.las is None and not paper.preemptive
+    assert "pair_belief" not in bench.policy_kwargs("tiresias", bench.parse_args(["--quality-only"]))
