@@ -98,7 +98,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          "horus+ keeps its k-means credit order)")
     ap.add_argument("--horus-las", action=argparse.BooleanOptionalAction, default=True,
                     help="horus puts Tiresias's least-attained-service levels (3,600 / 36,000 "
-                         "GPU-seconds) before its queue order and preempts as Tiresias does (default on, "
+                         "GPU-seconds) before its queue order and preempts lower levels, as Tiresias does, "
+                         "when the first job has too few GPUs it would take (Horus.preempt; default on, "
                          "as simulated horus does; --no-horus-las: the paper's non-preemptive queue)")
     ap.add_argument("--w-speed", type=float, default=None,
                     help="weight of a GPU type's believed slowness in horus's and horus+'s cost (0: "
@@ -107,7 +108,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="weight of the gang term in horus's and horus+'s cost (the GPUs of the resident "
                          "jobs that a co-location also slows; 0: the paper's cost; default: the policy's own, 1)")
     ap.add_argument("--max-pair-cost", type=_pair_bound, default=None,
-                    help="horus shares an occupied GPU only when the believed pair cost (the predicted "
+                    help="horus (and the horus-random-partners control) shares an occupied GPU only when "
+                         "the believed pair cost (the predicted "
                          "extra slowdowns it adds, summed) is below this; 'none': no bound (default: 1 "
                          "with --belief pair, the break-even for mean JCT, see the Horus docstring; "
                          "none without); a number needs --belief pair")
@@ -140,7 +142,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if not (args.max_pair_cost > 0 and math.isfinite(args.max_pair_cost)):
             ap.error(f"--max-pair-cost must be a finite number > 0 or 'none', got {args.max_pair_cost}")
         if args.belief != "pair":
-            ap.error("--max-pair-cost needs --belief pair (it bounds the believed pair cost)")
+            ap.error(f"--max-pair-cost {args.max_pair_cost:g} needs --belief pair (it bounds the believed "
+                     f"pair cost; got --belief {args.belief})")
     if args.max_pair_cost is None:  # simulated horus's own: 1 with the belief
         args.max_pair_cost = pipeline.SIMULATED_HORUS["max_pair_cost"] if args.belief == "pair" else "none"
     if args.max_pair_cost == "none":
@@ -178,8 +181,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def policy_kwargs(name: str, args: argparse.Namespace) -> dict:
     """Ablation switches: ``--no-migrate`` (gandiva, horus, horus+), ``--no-protect`` (horus,
-    horus+), ``--belief pair`` (horus, horus+), ``--w-speed``, ``--w-gang`` and
-    ``--max-pair-cost`` (horus, horus+)."""
+    horus+), ``--belief pair``, ``--w-speed`` and ``--w-gang`` (horus, horus+),
+    ``--horus-las``, ``--max-pair-cost``, ``--lookahead`` and ``--horus-order`` (horus; the
+    random-partners control gets every horus switch, :data:`SAME_ORDER`)."""
     kw = {}
     if name in ("horus", "horus+"):  # None: decides without the belief
         kw["pair_belief"] = getattr(args, "belief_obj", None)

@@ -703,10 +703,14 @@ class Horus(Policy):
         """With ``las_thresholds``: when the first job of the look-ahead window by (level,
         ``queue_order``) has too few GPUs it may take (:meth:`candidates`: idle, or shared
         within the bounds), it suspends jobs of strictly lower-priority levels, most attained
-        service first, if that gives it enough such GPUs (Tiresias's rule,
-        :meth:`Tiresias.preempt`, with Horus's candidates in place of idle GPUs: a suspension
-        that frees only GPUs the head would not take, e.g. of a type it would rather wait
-        than run on, is not made); else none."""
+        service first, up to the first prefix of that order after whose suspension the head
+        has enough such GPUs (Tiresias's rule, :meth:`Tiresias.preempt`, with Horus's
+        candidates, checked in a scratch state with those jobs released, in place of a count
+        of idle GPUs); else none. Known limits: as in Tiresias's rule, a job early in the
+        prefix is suspended even when only a later one's GPUs serve the head; and a GPU that
+        stays shared keeps its projected end (``end_at``, the suspended job's included;
+        idle ones are cleared), so on mixed GPU types the head may then still prefer to wait
+        for a faster type."""
         if self.las is None or not queue or not state.running:
             return []
         window = order_window(queue[: self.lookahead], self.queue_order)

@@ -20,7 +20,7 @@ _spec.loader.exec_module(bench)
     (["--shapes", ","], "got nothing"),
     (["--belief", "pair", "--max-pair-cost", "0"], "--max-pair-cost must be a finite number > 0 or 'none', got 0.0"),
     (["--belief", "pair", "--max-pair-cost", "inf"], "--max-pair-cost must be a finite number > 0 or 'none', got inf"),
-    (["--belief", "none", "--max-pair-cost", "1"], "--max-pair-cost needs --belief pair"),
+    (["--belief", "none", "--max-pair-cost", "1"], "--max-pair-cost 1 needs --belief pair"),
     (["--max-pair-cost", "big"], "a number or 'none', got 'big'"),
 ])
 def test_bad_switches_exit_2_naming_the_value(argv, message, capsys):
