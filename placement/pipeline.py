@@ -164,30 +164,38 @@ def run(params: Mapping[str, Any], *, report: Callable[[float, str], None] | Non
     out: dict[str, Any] = {"trace": params["trace"], "jobs": len(jobs), "gpus": len(gpus), "policies": {},
                            "interference": tables.interference.as_dict(), "world": tables.world.describe()}
     names = list(params["policies"])
-    todo = {n: simulation_policy(n, data) for n in names if n not in done}
+    todo = [n for n in names if n not in done]
     kept = [n for n in names if n in done]
     for k, name in enumerate(kept):
         out["policies"][name] = done[name]
         if report:
             report(100.0 * (k + 1) / len(names), f"{name}: kept from the earlier run ({k + 1}/{len(names)})")
 
-    def scaled(pct: float, msg: str) -> None:
-        report(100.0 * (len(kept) + pct / 100.0 * len(todo)) / len(names), msg)
-
     q = np.linspace(0, 100, 101)
-    for name, r, _wall in simulate_policies(jobs, gpus, todo, tables.world, seed=params.get("seed", 0),
-                                            report=scaled if report else None, report_every_s=report_every_s,
-                                            first=len(kept) + 1, of=len(names)):
-        if on_outcomes is not None:
-            on_outcomes(name, r.jobs)
-        jct = np.array([o.jct for o in r.jobs])
-        qd = np.array([o.queueing_delay for o in r.jobs])
-        out["policies"][name] = {"summary": r.summary(), "settings": describe_policy(todo[name]),
-                                 "jct_quantiles_s": np.percentile(jct, q).tolist(),
-                                 "queueing_quantiles_s": np.percentile(qd, q).tolist(),
-                                 "utilisation": _downsample(r.util_t, r.util_pct)}
-        if record is not None:
-            record("policies", [{"policy": name, "params": _key(params), "result": out["policies"][name]}])
+    for k, name in enumerate(todo):
+        base = len(kept) + k  # policies done before this one
+
+        def scaled(pct: float, msg: str, base: int = base) -> None:
+            report(100.0 * (base + pct / 100.0) / len(names), msg)
+
+        # built when its turn comes: Horus's pair belief takes seconds to fit, and the
+        # policies before it report progress meanwhile
+        if report and name in ("horus", "horus+"):
+            report(100.0 * base / len(names), f"{name}: loading the pair belief ({base + 1}/{len(names)})")
+        policy = simulation_policy(name, data)
+        for _, r, _wall in simulate_policies(jobs, gpus, {name: policy}, tables.world, seed=params.get("seed", 0),
+                                             report=scaled if report else None, report_every_s=report_every_s,
+                                             first=base + 1, of=len(names)):
+            if on_outcomes is not None:
+                on_outcomes(name, r.jobs)
+            jct = np.array([o.jct for o in r.jobs])
+            qd = np.array([o.queueing_delay for o in r.jobs])
+            out["policies"][name] = {"summary": r.summary(), "settings": describe_policy(policy),
+                                     "jct_quantiles_s": np.percentile(jct, q).tolist(),
+                                     "queueing_quantiles_s": np.percentile(qd, q).tolist(),
+                                     "utilisation": _downsample(r.util_t, r.util_pct)}
+            if record is not None:
+                record("policies", [{"policy": name, "params": _key(params), "result": out["policies"][name]}])
     out["policies"] = {n: out["policies"][n] for n in names}
     if report:
         report(100.0, "done")

@@ -38,3 +38,22 @@ def test_a_result_names_the_settings_each_policy_ran_with():
         "las_thresholds_gpu_s": [3600.0, 36000.0], "pair_belief": "pair-cf-out-of-family", "max_pair_cost": 1.0}
     assert pipeline.describe_policy(Horus()) == {"las_thresholds_gpu_s": None, "pair_belief": None,
                                                  "max_pair_cost": None}
+
+
+def test_the_belief_is_built_when_horus_comes_and_earlier_policies_report_first(monkeypatch):
+    events = []
+    real = setup.pair_belief
+
+    def recording(data_dir):
+        events.append(("belief", None))
+        return real(data_dir)
+
+    monkeypatch.setattr(pipeline.setup, "pair_belief", recording)
+    pipeline.run({"trace": "gavel:51b7ef", "policies": ["fifo", "horus"], "cluster": "1x8", "seed": 0},
+                 report=lambda pct, msg: events.append((pct, msg)), report_every_s=0.0)
+    at = events.index(("belief", None))
+    assert any(isinstance(p, float) and 0 < p <= 50 and "fifo" in m for p, m in events[:at])  # fifo ran first
+    assert events[at - 1] == (50.0, "horus: loading the pair belief (2/2)")
+    assert events[-1] == (100.0, "done")
+    pcts = [p for p, _ in events if isinstance(p, float)]
+    assert pcts == sorted(pcts)  # progress never goes back
