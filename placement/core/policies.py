@@ -31,7 +31,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .types import ClusterState, JobSpec, Placement
+from .types import ClusterState, JobSpec, Placement, profile_key
 
 #: Default checkpoint/restore time charged per migration (s). An assumption, not a measured
 #: figure: suspend at an iteration boundary, copy weights + optimiser state (hundreds of MiB to a
@@ -100,13 +100,19 @@ def check_queue_order(order: str) -> str:
     return order
 
 
+def order_key(order: str):
+    """The sort key of ``order`` (:data:`QUEUE_ORDERS`): a function of a job returning a tuple,
+    ties by arrival."""
+    if order == "utilisation":
+        return lambda j: (-j.util, j.arrival)
+    if order == "shortest":
+        return lambda j: (j.planned, -j.util, j.arrival)
+    return lambda j: (j.arrival,)
+
+
 def order_window(window: Sequence[JobSpec], order: str) -> list[JobSpec]:
     """``window`` sorted by ``order`` (:data:`QUEUE_ORDERS`); stable, ties by arrival."""
-    if order == "utilisation":
-        return sorted(window, key=lambda j: (-j.util, j.arrival))
-    if order == "shortest":
-        return sorted(window, key=lambda j: (j.planned, -j.util, j.arrival))
-    return sorted(window, key=lambda j: j.arrival)
+    return sorted(window, key=order_key(order))
 
 
 class Policy(ABC):
@@ -182,10 +188,11 @@ class Policy(ABC):
             return []
         # believed extra run time of each GPU's type (0: homogeneous), for policies that weigh
         # GPU types (Horus's ``w_speed`` > 0); the baselines migrate as their papers do, type-blind
-        slow = type_slowness(state) if getattr(self, "w_speed", 0.0) > 0 else np.zeros(state.n_gpus)
+        slow = self._type_slowness(state) if getattr(self, "w_speed", 0.0) > 0 else np.zeros(state.n_gpus)
         across = self.migrates_across_types and bool(slow.any())
         slow_l = slow.tolist()
         idle_slow, idle_cap = slow[idle], state.capacity[idle]
+        fastest_idle = float(idle_slow.min())
         ranked = []
         for jid, w in remaining.items():
             run = state.running.get(jid)
@@ -193,7 +200,10 @@ class Policy(ABC):
                 continue
             s = slowdown.get(jid, 1.0)
             if across:  # the saving on the fastest idle type that can hold the job
-                here = max(slow_l[g] for g in run[1])
+                gs = run[1]
+                here = slow_l[gs[0]] if len(gs) == 1 else max(slow_l[g] for g in gs)
+                if s == 1.0 and here <= fastest_idle:
+                    continue  # shares nothing and nothing faster is idle (the check below, cheaply)
                 fits = idle_cap >= run[0].memory_mib
                 if not fits.any():
                     continue
@@ -248,6 +258,19 @@ class Policy(ABC):
         return out
 
     # -- shared machinery ------------------------------------------------------------------
+    def _type_slowness(self, state: ClusterState) -> np.ndarray:
+        """:func:`type_slowness` of ``state``'s cluster, computed once per cluster (scratch
+        copies share its GPU list)."""
+        return self._slowness_of(state)[0]
+
+    def _slowness_of(self, state: ClusterState) -> tuple[np.ndarray, np.ndarray]:
+        """(:func:`type_slowness` per GPU, its distinct values ascending), cached per cluster."""
+        cached = self.__dict__.get("_slowness")
+        if cached is None or cached[0] is not state.gpus:
+            slow = type_slowness(state)
+            cached = self._slowness = (state.gpus, slow, np.unique(slow))
+        return cached[1], cached[2]
+
     def cost(self, job: JobSpec, state: ClusterState, cand: np.ndarray) -> tuple[np.ndarray, dict]:
         """Cost per candidate GPU (lower is better) and named terms for explanations.
         Default: pack the fewest-task GPU first, lowest id first."""
@@ -320,12 +343,6 @@ class Policy(ABC):
             out.append(Placement(job.job_id, gpu_ids, expl))
             n_avail, max_free = capacity()
         return out
-
-
-def _type_key(job: JobSpec) -> tuple:
-    """What a pair belief may read of a job (:attr:`Horus.pair_belief`): its type and profile,
-    (model, batch size, GPUs, utilisation %, memory MiB); never its duration or arrival."""
-    return job.model, job.batch_size, job.num_gpus, job.util, job.memory_mib
 
 
 def _fewest_nodes(state: ClusterState, cand: np.ndarray, cost: np.ndarray, g: int):
@@ -462,7 +479,7 @@ class Horus(Policy):
       ``w_pair * pair_cost`` (:meth:`pair_cost`), so among occupied GPUs Horus picks the
       partner with the least predicted interference. Never the simulator's world. The belief
       may read a job's type and profile only (model, batch size, GPUs, utilisation, memory):
-      :meth:`pair_cost` is memoised on them.
+      :meth:`pair_cost` is memoised on them (:func:`~placement.core.types.profile_key`).
     * ``max_pair_cost`` (default none; needs ``pair_belief``): share an occupied GPU only when
       its :meth:`pair_cost` is below this. With 1.0, the break-even for mean JCT: two jobs
       that would overlap for a time ``T`` lose ``sum_i (s_i - 1) x T`` of completion time
@@ -531,7 +548,7 @@ class Horus(Policy):
         if not (w_speed >= 0 and np.isfinite(w_speed)):
             raise ValueError(f"w_speed must be a finite number >= 0, got {w_speed}")
         self.w_speed = float(w_speed)
-        self._slowness: tuple[object, np.ndarray] | None = None  # (the cluster's GPU list, type_slowness)
+        self._slowness: tuple | None = None  # (the cluster's GPU list, type_slowness, its levels)
         if las_thresholds is not None:
             t = [float(x) for x in las_thresholds]
             if not t or not all(np.isfinite(x) and x > 0 for x in t):
@@ -556,6 +573,8 @@ class Horus(Policy):
             max_pair_cost = float(max_pair_cost)
         self.max_pair_cost = max_pair_cost
         self._pair_memo: tuple[object, dict] = (None, {})  # (belief, {types: pair_cost}), see pair_cost
+        self._types: tuple | None = None  # (the cluster's GPU list, type names, index per GPU)
+        self._last_order: tuple = (None, None, None, None)  # (now, attained, window, order), see _las_order
         self.migrates, self.protect_critical = bool(migrate), bool(protect_critical)
         self._work_bound = -np.inf  # set by place() for the round
         self.k_max, self.lookahead = k_max, lookahead
@@ -582,9 +601,9 @@ class Horus(Policy):
         docstring); with ``max_pair_cost``, not an occupied GPU whose :meth:`pair_cost` is at
         least that. NaN ``end_at`` (unknown, e.g. live placement) does not exclude."""
         mask = state.feasible(job, self.k_max)
-        slowness = self._type_slowness(state)
-        if self.w_speed > 0 and slowness.any() and mask.any():
-            mask &= ~self._better_to_wait(job, state, slowness, now)
+        slowness, levels = self._slowness_of(state)
+        if self.w_speed > 0 and len(levels) > 1 and mask.any():
+            mask &= ~self._better_to_wait(job, state, slowness, now, levels)
         if self.protect_critical:
             known = ~np.isnan(state.end_at)
             if known.any():
@@ -598,22 +617,16 @@ class Horus(Policy):
                 mask[busy[self.pair_cost(job, state, busy) >= self.max_pair_cost]] = False
         return mask
 
-    def _type_slowness(self, state: ClusterState) -> np.ndarray:
-        """:func:`type_slowness` of ``state``'s cluster, computed once per cluster (scratch
-        copies share its GPU list)."""
-        if self._slowness is None or self._slowness[0] is not state.gpus:
-            self._slowness = (state.gpus, type_slowness(state))
-        return self._slowness[1]
-
     @staticmethod
-    def _better_to_wait(job: JobSpec, state: ClusterState, slowness: np.ndarray, now: float) -> np.ndarray:
+    def _better_to_wait(job: JobSpec, state: ClusterState, slowness: np.ndarray, now: float,
+                        levels: np.ndarray | None = None) -> np.ndarray:
         """GPUs of a slower type on which ``job`` is believed to finish later than if it waited
         for GPUs of a faster type to free: ``now + planned * (1 + s)`` > ``t + planned * (1 +
         s')``, with ``t`` the time the ``num_gpus``-th GPU of type ``s'`` or faster that can
         hold the job (memory) is projected to free (``end_at``; now if idle; unknown ends count
         as never), ``s' < s``. Boolean (n_gpus,)."""
         out = np.zeros(len(slowness), dtype=bool)
-        levels = np.unique(slowness)
+        levels = np.unique(slowness) if levels is None else levels  # ``levels``: np.unique(slowness)
         if len(levels) < 2:
             return out
         free_at = np.where(np.isnan(state.end_at), np.where(state.ntasks == 0, now, np.inf),
@@ -659,33 +672,42 @@ class Horus(Policy):
         busy = np.flatnonzero(state.ntasks[cand] > 0)
         if len(busy) == 0:
             return out
-        running, on_gpu, gpus = state.running, state.on_gpu, state.gpus
         b = self.pair_belief
         if self._pair_memo[0] is not b:
             self._pair_memo = (b, {})
         memo = self._pair_memo[1]
-        me = _type_key(job)
-        seen: dict[tuple, float] = {}  # this call: GPUs with the same residents and type
-        for i in busy.tolist():
-            g = int(cand[i])
-            ids = on_gpu.get(g, ())
-            gt = gpus[g].gpu_type
-            extra = seen.get((ids, gt))
-            if extra is not None:
-                out[i] = extra
-                continue
-            rs = [running[j][0] for j in ids]
-            # a belief reads job types and profiles only (_type_key): equal keys, equal costs
-            k = (me, tuple(sorted(_type_key(r) for r in rs)) if len(rs) > 1 else tuple(_type_key(r) for r in rs), gt)
+        names, type_index = self._gpu_types(state)
+        g_busy = np.asarray(cand)[busy]
+        # GPUs with the same kinds of resident (ClusterState.resident_class) on the same GPU
+        # type cost the same: a belief reads job types and profiles only (profile_key)
+        combo = state.resident_class[g_busy] * len(names) + type_index[g_busy]
+        uniq, first, inv = np.unique(combo, return_index=True, return_inverse=True)
+        vals = np.empty(len(uniq))
+        me = profile_key(job)
+        for u, (c, i) in enumerate(zip(uniq.tolist(), first.tolist())):
+            cls, t = divmod(c, len(names))
+            k = (me, state.resident_profiles[cls], names[t])
             extra = memo.get(k)
             if extra is None:
+                gt = names[t]
+                rs = [state.running[j][0] for j in state.on_gpu[int(g_busy[i])]]
                 extra = b.slowdown(job, rs, gt) - 1.0
                 for r in rs:
                     rest = [o for o in rs if o is not r]
                     extra += b.slowdown(r, rest + [job], gt) - b.slowdown(r, rest, gt)
                 extra = memo[k] = max(extra, 0.0)
-            out[i] = seen[(ids, gt)] = extra
+            vals[u] = extra
+        out[busy] = vals[inv.reshape(-1)]
         return out
+
+    def _gpu_types(self, state: ClusterState) -> tuple[list[str], np.ndarray]:
+        """(the cluster's GPU type names, each GPU's index into them), computed once per
+        cluster (scratch copies share its GPU list)."""
+        if self._types is None or self._types[0] is not state.gpus:
+            names = sorted({g.gpu_type for g in state.gpus})
+            at = {n: i for i, n in enumerate(names)}
+            self._types = (state.gpus, names, np.array([at[g.gpu_type] for g in state.gpus], dtype=np.int64))
+        return self._types[1], self._types[2]
 
     def order(self, queue: Sequence[JobSpec], now: float, rng) -> list[JobSpec]:
         """The look-ahead window (the ``lookahead`` oldest waiting jobs) in placement order
@@ -694,10 +716,30 @@ class Horus(Policy):
 
     def place(self, queue, state, now, rng):
         self._work_bound = self.work_bound(queue, state, now) if self.protect_critical else -np.inf
-        ordered = self.order(queue, now, rng)
-        if self.las is not None:  # Tiresias's priority levels first, queue_order within a level
-            ordered = sorted(ordered, key=lambda j: self.las.level(j.job_id, state))
+        if self.las is None:
+            ordered = self.order(queue, now, rng)
+        elif type(self).order is Horus.order:  # levels first, queue_order within a level: one sort
+            ordered = self._las_order(list(queue[: self.lookahead]), state, now)
+        else:  # a subclass's own order (Horus+'s groups), then levels (a stable sort keeps it)
+            ordered = sorted(self.order(queue, now, rng), key=lambda j: self.las.level(j.job_id, state))
         return self._place_in_order(ordered, state, rng, now=now)
+
+    def _las_order(self, window: list[JobSpec], state: ClusterState, now: float) -> list[JobSpec]:
+        """``window`` sorted by :meth:`_las_key`. A waiting job's key never changes while it
+        waits (it attains no service), so the order :meth:`preempt` computed at the same
+        ``now`` for the same jobs (compared by identity first) in the same simulation (the same
+        ``attained`` record) is reused, not re-sorted."""
+        at, attained, seen, ordered = self._last_order
+        if at == now and attained is state.attained and seen == window:
+            return ordered
+        ordered = sorted(window, key=self._las_key(state))
+        self._last_order = (now, state.attained, window, ordered)
+        return ordered
+
+    def _las_key(self, state: ClusterState):
+        """Sort key: (LAS level, then ``queue_order``'s key)."""
+        key, bounds, attained = order_key(self.queue_order), self.las._bounds, state.attained
+        return lambda j: (bisect.bisect_right(bounds, attained.get(j.job_id, 0.0)), *key(j))
 
     def preempt(self, queue, state, now):
         """With ``las_thresholds``: when the first job of the look-ahead window by (level,
@@ -713,14 +755,17 @@ class Horus(Policy):
         for a faster type."""
         if self.las is None or not queue or not state.running:
             return []
-        window = order_window(queue[: self.lookahead], self.queue_order)
-        head = min(window, key=lambda j: self.las.level(j.job_id, state))  # min is stable: order kept
+        window = list(queue[: self.lookahead])
+        head = self._las_order(window, state, now)[0]  # the first job place() would try
         self._work_bound = self.work_bound(window, state, now) if self.protect_critical else -np.inf
         if self.candidates(head, state, now).sum() >= head.num_gpus:
             return []
         lvl = self.las.level(head.job_id, state)
-        victims = sorted((jid for jid in state.running if self.las.level(jid, state) > lvl),
-                         key=lambda jid: -state.attained.get(jid, 0.0))
+        if lvl >= len(self.las._bounds):
+            return []
+        bound, attained = self.las._bounds[lvl], state.attained  # a lower level: attained >= bound
+        victims = sorted((jid for jid in state.running if attained.get(jid, 0.0) >= bound),
+                         key=lambda jid: -attained.get(jid, 0.0))
         if not victims:
             return []
         scratch = state.copy()

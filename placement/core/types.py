@@ -101,6 +101,12 @@ class Placement:
     explanation: dict[str, Any] = field(default_factory=dict)
 
 
+def profile_key(job: JobSpec) -> tuple:
+    """A job's type and profile: (model, batch size, GPUs, utilisation %, memory MiB); never
+    its duration, arrival or id. What :attr:`ClusterState.resident_class` groups GPUs by."""
+    return job.model, job.batch_size, job.num_gpus, job.util, job.memory_mib
+
+
 class ClusterState:
     """Occupancy of every GPU as per-GPU numpy arrays (fast for 10^3-10^4 GPUs).
 
@@ -108,7 +114,11 @@ class ClusterState:
     summed ``num_gpus`` of the jobs on the GPU: ``ntasks`` when every one is a 1-GPU job) are
     indexed by gpu_id.
     ``running``: job_id -> (JobSpec, gpu_ids); ``on_gpu``: gpu_id -> ids of the jobs running on
-    it (GPUs with none are absent), kept by :meth:`assign` / :meth:`release`; ``attained``: job_id -> GPU-seconds of service
+    it (GPUs with none are absent), kept by :meth:`assign` / :meth:`release`;
+    ``resident_class``: per GPU, an id of the multiset of its jobs' profiles
+    (:func:`profile_key`; 0 = empty), so GPUs holding the same kinds of job share an id, and
+    ``resident_profiles[id]`` is that multiset (a tuple of profile keys, in a fixed order; the
+    table is append-only and shared by copies); ``attained``: job_id -> GPU-seconds of service
     received so far (Tiresias's 2D attained service), maintained by the simulator / live layer.
     ``end_at`` (s, absolute): projected time the last job now on each GPU would finish if
     every job ran alone from now on (isolated remaining work; a lower bound while shared);
@@ -130,6 +140,9 @@ class ClusterState:
         self.gang_gpus = np.zeros(len(gpus), dtype=np.int64)
         self.end_at = np.full(len(gpus), np.nan)
         self.track_end = False
+        self.resident_class = np.zeros(len(gpus), dtype=np.int64)
+        self.resident_profiles: list[tuple] = [()]  # class id -> profiles (shared by copies)
+        self._class_ids: dict[tuple, int] = {(): 0}
         self.running: dict[int, tuple[JobSpec, tuple[int, ...]]] = {}
         self.on_gpu: dict[int, tuple[int, ...]] = {}  # gpu_id -> ids of the running jobs on it
         self.attained: dict[int, float] = {}
@@ -152,6 +165,7 @@ class ClusterState:
         c.mem_used, c.util_sum, c.ntasks = self.mem_used.copy(), self.util_sum.copy(), self.ntasks.copy()
         c.gang_gpus = self.gang_gpus.copy()
         c.end_at = self.end_at.copy()
+        c.resident_class = self.resident_class.copy()
         c.running = dict(self.running)
         c.on_gpu = dict(self.on_gpu)
         return c
@@ -182,8 +196,11 @@ class ClusterState:
             self.gang_gpus[g] += 1
             self.running[job.job_id] = (job, (g,))
             self.on_gpu[g] = self.on_gpu.get(g, ()) + (job.job_id,)
+            self._reclass(g, profile_key(job), +1)
             return
         idx = np.fromiter(gpu_ids, dtype=np.int64)
+        if idx.min() < 0 or idx.max() >= len(self.gpus):  # numpy would wrap a negative id
+            raise IndexError(f"GPU ids {tuple(gpu_ids)} out of range 0..{len(self.gpus) - 1}")
         if np.any(self.mem_used[idx] + job.memory_mib > self.capacity[idx] + 1e-6):
             raise ValueError(f"job {job.job_id} does not fit in the memory of GPUs {gpu_ids}")
         self.mem_used[idx] += job.memory_mib
@@ -191,8 +208,26 @@ class ClusterState:
         self.ntasks[idx] += 1
         self.gang_gpus[idx] += job.num_gpus
         self.running[job.job_id] = (job, tuple(int(g) for g in gpu_ids))
+        key = profile_key(job)
         for g in self.running[job.job_id][1]:
             self.on_gpu[g] = self.on_gpu.get(g, ()) + (job.job_id,)
+            self._reclass(g, key, +1)
+
+    def _reclass(self, g: int, key: tuple, sign: int) -> None:
+        """Add (``sign`` +1) or remove (-1) one job of profile ``key`` from GPU ``g``'s
+        ``resident_class``."""
+        have = list(self.resident_profiles[self.resident_class[g]])
+        if sign > 0:
+            have.append(key)
+            have.sort(key=repr)  # a fixed order that never compares None with a number
+        else:
+            have.remove(key)
+        new = tuple(have)
+        cid = self._class_ids.get(new)
+        if cid is None:
+            cid = self._class_ids[new] = len(self.resident_profiles)
+            self.resident_profiles.append(new)
+        self.resident_class[g] = cid
 
     def note_end(self, gpu_ids: tuple[int, ...], end_at: float) -> None:
         """Record that a job on ``gpu_ids`` is projected to finish at ``end_at`` (s): each
@@ -211,7 +246,9 @@ class ClusterState:
         self.util_sum[idx] = np.maximum(self.util_sum[idx] - job.util, 0.0)
         self.ntasks[idx] -= 1
         self.gang_gpus[idx] -= job.num_gpus
+        key = profile_key(job)
         for g in gpu_ids:
+            self._reclass(g, key, -1)
             rest = tuple(j for j in self.on_gpu.get(g, ()) if j != job_id)
             if rest:
                 self.on_gpu[g] = rest

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from placement.core import interference, policies, simulator, traces
-from placement.core.types import ClusterState, JobSpec, homogeneous_cluster
+from placement.core.types import ClusterState, JobSpec, homogeneous_cluster, profile_key
 
 DATA = Path(__file__).resolve().parents[3] / "data"
 FLAT = interference.InterferenceModel((np.log(1.5), 0, 0, 0, 0))  # every pair: slowdown 1.5
@@ -251,9 +251,15 @@ def test_assign_one_or_many_gpus_updates_the_same_way_and_refuses_overflow(gpus)
     for job, where, err in [(JobSpec(3, 0, len(gpus), 10, 5, 5000), gpus, ValueError),  # 17,000 > 16,384 MiB
                             (JobSpec(1, 0, len(gpus), 10, 5, 10), gpus, ValueError),  # already placed
                             (JobSpec(4, 0, 1, 10, 5, 10), (4,), IndexError),
-                            (JobSpec(5, 0, 1, 10, 5, 10), (-1,), IndexError)]:
+                            (JobSpec(5, 0, 1, 10, 5, 10), (-1,), IndexError),
+                            (JobSpec(6, 0, 2, 10, 5, 10), (0, -1), IndexError),  # numpy would wrap -1
+                            (JobSpec(7, 0, 2, 10, 5, 10), (1, 4), IndexError)]:
         with pytest.raises(err):
             state.assign(job, where)
         assert [a.tolist() for a in before[:3]] == [state.mem_used.tolist(), state.util_sum.tolist(), state.ntasks.tolist()]
         assert state.running == before[3]
+        cls = state.resident_class.tolist()
+        assert [c == 0 for c in cls] == [g not in gpus for g in range(4)]
+        assert sorted(state.resident_profiles[cls[gpus[0]]]) == sorted(
+            profile_key(state.running[j][0]) for j in (1, 2)) and len({cls[g] for g in gpus}) == 1
     assert state.running[1][1] == tuple(gpus) and all(type(g) is int for g in state.running[1][1])

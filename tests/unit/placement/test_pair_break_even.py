@@ -5,12 +5,13 @@ fixed tables of pair slowdowns (inputs of the policy, not the simulator's world)
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 import pytest
 
 from placement.core import policies
-from placement.core.types import ClusterState, JobSpec, homogeneous_cluster
+from placement.core.types import ClusterState, JobSpec, homogeneous_cluster, mixed_cluster, profile_key
 
 
 class TableBelief:
@@ -105,6 +106,44 @@ def test_pair_cost_is_memoised_on_job_types_and_equals_the_direct_sum():
     assert (h.pair_cost(new, state, np.arange(8)) == got).all() and belief.calls == calls  # from the memo
 
 
+class TypedBelief(TableBelief):
+    """As TableBelief, with every slowdown scaled per GPU type (K80 gives 1.3x the excess)."""
+
+    def slowdown(self, job, others, gpu_type):
+        s = super().slowdown(job, others, gpu_type)
+        return 1.0 + (s - 1.0) * (1.3 if gpu_type == "K80" else 1.0)
+
+
+def test_pair_cost_on_mixed_types_shuffled_candidates_and_multi_gpu_residents():
+    # the grouping by (resident kinds, GPU type) must give each candidate its own GPU's cost,
+    # whatever the order of the candidates, and multi-GPU residents count on each of their GPUs
+    rng = np.random.default_rng(11)
+    models = ["a", "b"]
+    table = {(x, y): float(rng.uniform(1.0, 2.0)) for x in models + ["n"] for y in models + ["n"]}
+    belief = TypedBelief(table)
+    h = policies.Horus(pair_belief=belief, k_max=3)
+    state = ClusterState(mixed_cluster([("V100", 16e3), ("K80", 12e3), ("V100", 16e3)], 4))
+    jid = 1
+    for _ in range(10):
+        n = int(rng.integers(1, 3))
+        gpus = tuple(int(g) for g in rng.choice(12, size=n, replace=False))
+        if all(state.ntasks[g] < 2 for g in gpus):
+            state.assign(JobSpec(jid, 0.0, n, 100.0, 10.0, 100.0, model=str(rng.choice(models))), gpus)
+            jid += 1
+    new = JobSpec(999, 0.0, 1, 60.0, 10.0, 100.0, model="n")
+    cand = rng.permutation(12)[:9]
+    got = h.pair_cost(new, state, cand)
+    for i, g in enumerate(cand):
+        rs = [j for j, gids in state.running.values() if g in gids]
+        gt = state.gpus[int(g)].gpu_type
+        want = belief.slowdown(new, rs, gt) - 1.0 if rs else 0.0
+        for r in rs:
+            rest = [o for o in rs if o is not r]
+            want += belief.slowdown(r, rest + [new], gt) - belief.slowdown(r, rest, gt)
+        assert got[i] == pytest.approx(max(want, 0.0)), (i, int(g))
+    assert len({round(v, 9) for v in got}) > 2  # the case is not trivially uniform
+
+
 @pytest.mark.parametrize("value", [0, -1.0, float("nan"), float("inf"), "1", True])
 def test_bad_bounds_are_refused_naming_the_value(value):
     with pytest.raises(ValueError, match="max_pair_cost must be a finite number > 0"):
@@ -116,7 +155,7 @@ def test_a_bound_without_a_belief_is_refused():
         policies.Horus(max_pair_cost=1.0)
 
 
-def test_on_gpu_matches_a_recount_through_assign_release_move_and_copy():
+def test_on_gpu_and_resident_class_match_a_recount_through_assign_release_move_and_copy():
     rng = np.random.default_rng(7)
     state = ClusterState(homogeneous_cluster(2, 4))
     copies = []
@@ -125,7 +164,8 @@ def test_on_gpu_matches_a_recount_through_assign_release_move_and_copy():
         if op == 0 or not state.running:
             n = int(rng.integers(1, 4))
             gpus = tuple(int(g) for g in rng.choice(8, size=n, replace=False))
-            state.assign(JobSpec(step + 1, 0.0, n, 60.0, 5.0, 10.0), gpus)
+            model, batch = [("a", 32), ("b", 32), ("a", None), ("b", 64)][int(rng.integers(0, 4))]
+            state.assign(JobSpec(step + 1, 0.0, n, 60.0, 5.0, 10.0, model=model, batch_size=batch), gpus)
         elif op == 1:
             state.release(int(rng.choice(list(state.running))))
         elif op == 2:
@@ -140,7 +180,35 @@ def test_on_gpu_matches_a_recount_through_assign_release_move_and_copy():
                 want.setdefault(g, set()).add(jid)
         assert {g: set(v) for g, v in state.on_gpu.items()} == want, step
         assert all(len(v) == len(set(v)) for v in state.on_gpu.values())
+        # resident_class: one id per multiset of resident profiles, and back
+        kinds = {}
+        for g in range(state.n_gpus):
+            have = Counter(profile_key(state.running[j][0]) for j in want.get(g, ()))
+            assert Counter(state.resident_profiles[state.resident_class[g]]) == have, step
+            kinds.setdefault(frozenset(have.items()), set()).add(int(state.resident_class[g]))
+        assert all(len(ids) == 1 for ids in kinds.values()), step
     for c, running in copies:  # later steps on the original never reached a copy
         assert {j: g for j, (_, g) in c.running.items()} == running
         assert sorted((g, j) for g, v in c.on_gpu.items() for j in v) == sorted(
             (g, j) for j, gids in running.items() for g in gids)
+        for g in range(c.n_gpus):
+            assert Counter(c.resident_profiles[c.resident_class[g]]) == Counter(
+                profile_key(job) for job, gids in c.running.values() if g in gids)
+
+
+def test_las_order_is_reused_within_a_round_and_never_across_simulations():
+    # place() reuses the order preempt() computed at the same time for the same jobs; another
+    # simulation (another attained-service record) at the same time is sorted afresh
+    h = policies.Horus(las_thresholds=(3600, 36000))
+    queue = [JobSpec(i, float(i), 1, 100.0 * (5 - i), 10.0, 100.0) for i in range(5)]
+    state = ClusterState(homogeneous_cluster(1, 2))
+    state.attained.update({0: 4000.0, 1: 50000.0})  # preempted earlier: levels 1 and 2
+    want = sorted(queue, key=lambda j: (policies.Tiresias().level(j.job_id, state), j.planned))
+    first = h._las_order(list(queue), state, 10.0)
+    assert [j.job_id for j in first] == [j.job_id for j in want] == [4, 3, 2, 0, 1]
+    assert h._las_order(list(queue), state, 10.0) is first
+    other = ClusterState(homogeneous_cluster(1, 2))  # nothing attained there
+    assert [j.job_id for j in h._las_order(list(queue), other, 10.0)] == [4, 3, 2, 1, 0]
+    assert [j.job_id for j in h._las_order(list(queue[1:]), state, 10.0)] == [4, 3, 2, 1]
+    placed = h.place(queue, state, 10.0, np.random.default_rng(0))
+    assert [p.job_id for p in placed] == [4, 3, 2, 0]  # two GPUs x two slots, in LAS order
