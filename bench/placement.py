@@ -21,7 +21,7 @@ of this process (``ru_maxrss``, so it also covers part (a) when both run).
 
 Every simulation goes through :func:`placement.pipeline.simulate_policies`, the call the
 ``simulation`` experiment kind and ``manage.py simulate`` make. Prints one JSON line on stdout;
-writes one CSV row per (trace, policy) run.
+writes one CSV row per (trace, policy) run, with the policy's settings (JSON).
 Run (timing runs go through the shared bench lock)::
 
     flock /tmp/tandem-bench.lock nice -n 5 python bench/placement.py
@@ -358,7 +358,8 @@ def main(argv: list[str] | None = None) -> None:
                     w = s.pop("world")
                     rows.append({"shape": shape, "trace": name, "gpus": len(gpus), **s,
                                  **{f"world_{k}": v for k, v in w.items() if k.endswith("_share") or k.endswith("_s")},
-                                 "policy": p, "wall_s": wall})
+                                 "policy": p, "settings": json.dumps(pipeline.describe_policy(policies[p]), sort_keys=True),
+                                 "wall_s": wall})
         out["shapes"] = {}
         for shape, items in sets.items():
             names = [n for n, _, _ in items]
@@ -403,15 +404,17 @@ def main(argv: list[str] | None = None) -> None:
         cpu0 = time.process_time()
         jobs = setup.load_trace("philly", args.data, tables, seed=args.seed)
         gpus = setup.cluster(jobs)
+        horus = make("horus", args)
         (_, res, _), = pipeline.simulate_policies(
-            jobs, gpus, {"horus": make("horus", args)}, tables.world,
+            jobs, gpus, {"horus": horus}, tables.world,
             seed=args.seed, migration_cost_s=args.migration_cost_s, durations=args.durations)
         s = res.summary()
         s.pop("world")
         wall = time.perf_counter() - t
         cpu = time.process_time() - cpu0
         rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        rows.append({"trace": "philly-full", "gpus": len(gpus), **s, "wall_s": wall})
+        rows.append({"trace": "philly-full", "gpus": len(gpus), **s, "policy": "horus",
+                     "settings": json.dumps(pipeline.describe_policy(horus), sort_keys=True), "wall_s": wall})
         out.update({"philly_jobs": len(jobs), "philly_gpus": len(gpus), "philly_wall_s": round(wall, 1),
                     "philly_cpu_s": round(cpu, 1), "philly_peak_rss_mib": round(rss_mib, 1),
                     "philly_horus_makespan_s": round(s["makespan_s"], 1),

@@ -57,3 +57,20 @@ def test_simulated_horus_is_the_default_and_each_part_can_be_switched_off():
     paper = bench.make("horus", bench.parse_args(["--quality-only", "--belief", "none", "--no-horus-las"]))
     assert paper.pair_belief is None and paper.max_pair_cost is None and paper.las is None and not paper.preemptive
     assert "pair_belief" not in bench.policy_kwargs("tiresias", bench.parse_args(["--quality-only"]))
+
+
+def test_each_csv_row_names_the_settings_its_policy_ran_with(tmp_path, capsys):
+    # one 9-job Gavel VC, the default policies: the horus rows carry LAS, belief and bound
+    import csv
+    import json
+
+    out = tmp_path / "p.csv"
+    bench.main(["--quality-only", "--shapes", "gavel", "--vcs", "23dbec", "--csv", str(out)])
+    rows = list(csv.DictReader(out.open()))
+    by = {r["policy"]: json.loads(r["settings"]) for r in rows}
+    assert set(by) >= {"fifo", "horus", "horus+", bench.SAME_ORDER}
+    assert by["fifo"] == {} and by["tiresias"] == {}
+    assert by["horus"] == {"las_thresholds_gpu_s": [3600.0, 36000.0], "pair_belief": by["horus"]["pair_belief"],
+                           "max_pair_cost": 1.0}
+    assert by["horus"]["pair_belief"] and by["horus+"]["max_pair_cost"] is None
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["horus_max_pair_cost"] == 1.0
