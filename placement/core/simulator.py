@@ -337,8 +337,10 @@ def simulate(jobs: Sequence[JobSpec], gpus: list[GPUSpec], policy: Policy,
             r.gpus = tuple(m.to_gpus)
             r.resume_at = now + migration_cost_s
             r.migrations += 1
-            heapq.heappush(heap, (r.resume_at, seq, RESUME, m.job_id, r.migrations))
-            seq += 1
+            if migration_cost_s > 0:  # a free move has no pause to end: a RESUME at this very
+                # time would only ask the policy again at the same state (it could loop for ever)
+                heapq.heappush(heap, (r.resume_at, seq, RESUME, m.job_id, r.migrations))
+                seq += 1
         return touched
 
     def schedule(now: float) -> None:
