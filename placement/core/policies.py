@@ -728,7 +728,9 @@ class Horus(Policy):
         """``window`` sorted by :meth:`_las_key`. A waiting job's key never changes while it
         waits (it attains no service), so the order :meth:`preempt` computed at the same
         ``now`` for the same jobs (compared by identity first) in the same simulation (the same
-        ``attained`` record) is reused, not re-sorted."""
+        ``attained`` record) is reused, not re-sorted. So a caller must not change a waiting
+        job's ``state.attained`` between the two at the same ``now`` (the simulator only adds
+        service to running jobs)."""
         at, attained, seen, ordered = self._last_order
         if at == now and attained is state.attained and seen == window:
             return ordered

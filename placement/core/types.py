@@ -104,7 +104,10 @@ class Placement:
 def profile_key(job: JobSpec) -> tuple:
     """A job's type and profile: (model, batch size, GPUs, utilisation %, memory MiB); never
     its duration, arrival or id. What :attr:`ClusterState.resident_class` groups GPUs by."""
-    return job.model, job.batch_size, job.num_gpus, job.util, job.memory_mib
+    bs = job.batch_size
+    # plain Python values, so equal profiles print (and so order, ClusterState._reclass) alike
+    return (str(job.model), int(bs) if isinstance(bs, numbers.Integral) else bs, int(job.num_gpus),
+            float(job.util), float(job.memory_mib))
 
 
 class ClusterState:
@@ -259,15 +262,16 @@ class ClusterState:
     def move(self, job_id: int, gpu_ids: tuple[int, ...]) -> tuple[int, ...]:
         """Migrate running ``job_id`` to ``gpu_ids`` (one task per GPU; GPUs it already holds
         may be kept). Returns the GPUs it held before. Raises ``KeyError`` if the job is not
-        running and ``ValueError`` (state unchanged) if the new set has the wrong size or a
-        GPU would go over its memory once the job's old tasks are removed."""
+        running, ``ValueError`` (state unchanged) if the new set has the wrong size or a
+        GPU would go over its memory once the job's old tasks are removed, and ``IndexError``
+        (state unchanged) for a GPU id outside the cluster."""
         job, old = self.running[job_id]
         if len(set(gpu_ids)) != job.num_gpus:
             raise ValueError(f"job {job_id} needs {job.num_gpus} distinct GPUs, got {gpu_ids}")
         self.release(job_id)
         try:
             self.assign(job, gpu_ids)
-        except ValueError:
+        except (ValueError, IndexError):  # over memory, or a GPU id outside the cluster
             self.assign(job, old)  # fits: it was there a moment ago
             raise
         return old

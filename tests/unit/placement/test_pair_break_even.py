@@ -212,3 +212,24 @@ def test_las_order_is_reused_within_a_round_and_never_across_simulations():
     assert [j.job_id for j in h._las_order(list(queue[1:]), state, 10.0)] == [4, 3, 2, 1]
     placed = h.place(queue, state, 10.0, np.random.default_rng(0))
     assert [p.job_id for p in placed] == [4, 3, 2, 0]  # two GPUs x two slots, in LAS order
+
+
+def test_equal_profiles_of_numpy_and_python_numbers_share_a_resident_class():
+    state = ClusterState(homogeneous_cluster(1, 2))
+    state.assign(JobSpec(1, 0.0, 1, 60.0, 60.0, 100.0, model="a"), (0,))
+    state.assign(JobSpec(2, 0.0, 1, 60.0, np.float64(50.0), np.float64(100.0), model="a",
+                         batch_size=np.int64(0)), (0,))
+    state.assign(JobSpec(3, 0.0, 1, 60.0, 60.0, 100.0, model="a"), (1,))
+    state.assign(JobSpec(4, 0.0, 1, 60.0, 50.0, 100.0, model="a"), (1,))
+    assert state.resident_class[0] == state.resident_class[1] != 0
+
+
+def test_a_move_to_a_gpu_outside_the_cluster_changes_nothing():
+    state = ClusterState(homogeneous_cluster(1, 4))
+    state.assign(JobSpec(1, 0.0, 2, 60.0, 40.0, 100.0, model="a"), (0, 1))
+    before = (dict(state.running), dict(state.on_gpu), state.resident_class.tolist(), state.ntasks.tolist())
+    for where in [(2, 9), (2, -1)]:
+        with pytest.raises(IndexError, match="out of range"):
+            state.move(1, where)
+        assert (dict(state.running), dict(state.on_gpu), state.resident_class.tolist(),
+                state.ntasks.tolist()) == before
